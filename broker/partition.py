@@ -1,0 +1,475 @@
+"""Partition: one replica's replication state machine (sans-IO).
+
+It takes requests, responses, controller metadata and a clock value (`now`, in
+ms) and returns response dicts plus a list of effects for the shell to carry out
+(write the log, write the epoch checkpoint, tell the controller about an ISR
+change, publish an event). No sockets, files, threads or wall clock in here, so
+the same object runs in the broker process and in a deterministic simulator.
+
+The protocol version decides three things (DESIGN.md, "Protocol versions"): how
+a replica truncates when it becomes a follower, how a leader answers
+OffsetsForLeaderEpoch, and the `latest` extras (KIP-320 fencing, truncation on
+fetch, epoch on becoming leader, KAFKA-7128 ISR join, HW frozen below min ISR).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import BrokerConfig
+from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
+from .log import Log, Record
+
+MAX_FETCH_RECORDS = 500
+
+
+# -- effects ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendRecords:
+    records: tuple[Record, ...]
+
+
+@dataclass(frozen=True)
+class TruncateLog:
+    offset: int
+
+
+@dataclass(frozen=True)
+class WriteEpochCache:
+    entries: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class ProposeIsr:
+    """Ask the controller to change the ISR (Kafka's AlterPartition)."""
+
+    isr: tuple[str, ...]
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    fields: dict[str, Any]
+
+
+Effect = AppendRecords | TruncateLog | WriteEpochCache | ProposeIsr | Event
+
+
+@dataclass
+class RemoteReplica:
+    """What a leader knows about one follower (Kafka's Replica on the leader)."""
+
+    leo: int | None = None
+    last_caught_up_ms: float = 0.0
+    last_fetch_ms: float = 0.0
+    last_fetch_leader_leo: int = 0
+
+
+@dataclass
+class Partition:
+    topic: str
+    partition: int
+    node: str
+    protocol: str
+    config: BrokerConfig
+    log: Log = field(default_factory=Log)
+    epoch_cache: LeaderEpochCache = field(default_factory=LeaderEpochCache)
+    hw: int = 0
+
+    role: str = "none"  # leader | follower | none
+    leader: str | None = None
+    leader_epoch: int = -1
+    isr: list[str] = field(default_factory=list)
+    replicas: list[str] = field(default_factory=list)
+    partition_epoch: int = -1
+    # Bumped on every role change, so the shell can drop answers to requests it
+    # sent under an earlier role.
+    generation: int = 0
+    follower_state: str = "fetching"  # truncating | fetching
+    remotes: dict[str, RemoteReplica] = field(default_factory=dict)
+    pending_isr: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        self.hw = min(self.hw, self.log.leo)
+        self._effects: list[Effect] = []
+
+    # -- helpers -------------------------------------------------------------------
+
+    @property
+    def is_latest(self) -> bool:
+        return self.protocol == "latest"
+
+    @property
+    def uses_epochs(self) -> bool:
+        return self.protocol != "0.10"
+
+    def _emit(self, type_: str, **fields: Any) -> None:
+        fields = {"topic": self.topic, "partition": self.partition,
+                  "leader_epoch": self.leader_epoch, **fields}
+        self._effects.append(Event(type_, fields))
+
+    def _take(self) -> list[Effect]:
+        out, self._effects = self._effects, []
+        return out
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if self.epoch_cache.assign(epoch, start_offset):
+            self._effects.append(WriteEpochCache(tuple(self.epoch_cache.entries)))
+            self._emit("epoch-assigned", epoch=epoch, start_offset=start_offset)
+
+    def _truncate(self, offset: int, reason: str) -> None:
+        old_leo = self.log.leo
+        offset = max(offset, 0)
+        if self.log.truncate_to(offset):
+            self._effects.append(TruncateLog(offset))
+        if self.epoch_cache.truncate_from_end(offset):
+            self._effects.append(WriteEpochCache(tuple(self.epoch_cache.entries)))
+        self.hw = min(self.hw, self.log.leo)
+        # Emitted even when nothing was removed: "B truncated to its HW" is a
+        # protocol step a scenario can wait on, whatever the HW was.
+        self._emit("truncate", **{"from": old_leo, "to": self.log.leo, "reason": reason})
+
+    # -- controller metadata ---------------------------------------------------------
+
+    def apply_leader_and_isr(self, leader: str | None, leader_epoch: int, isr: list[str],
+                             partition_epoch: int, replicas: list[str],
+                             now: float) -> list[Effect]:
+        """Apply the controller's view of this partition (LeaderAndIsr)."""
+        if leader_epoch < self.leader_epoch:
+            return []
+        self.replicas = list(replicas)
+        role_changes = leader_epoch > self.leader_epoch or self.leader != leader or (
+            self.role == "none" and leader is not None)
+        if partition_epoch >= self.partition_epoch:
+            old_isr = self.isr
+            self.isr = list(isr)
+            if partition_epoch > self.partition_epoch:
+                self.pending_isr = None
+            self.partition_epoch = partition_epoch
+            if self.role == "leader" and not role_changes and set(old_isr) != set(isr):
+                kind = "isr-shrink" if len(isr) < len(old_isr) else "isr-expand"
+                self._emit(kind, old=old_isr, new=list(isr))
+        if role_changes:
+            self.leader_epoch = leader_epoch
+            self.leader = leader
+            self.generation += 1
+            if leader == self.node:
+                self._become_leader(now)
+            elif leader is not None:
+                self._become_follower()
+            else:
+                self.role = "none"
+                self.remotes = {}
+                self._emit("became-none")
+        if self.role == "leader":
+            self._maybe_advance_hw()
+        return self._take()
+
+    def _become_leader(self, now: float) -> None:
+        self.role = "leader"
+        self.follower_state = "fetching"
+        self.pending_isr = None
+        # Followers in the ISR get a full lag window to show up (Kafka resets
+        # lastCaughtUpTime on leader election).
+        self.remotes = {r: RemoteReplica(last_caught_up_ms=now, last_fetch_ms=now)
+                        for r in self.replicas if r != self.node}
+        self._emit("became-leader", leo=self.log.leo, hw=self.hw, isr=list(self.isr))
+        if self.is_latest:
+            self._assign_epoch(self.leader_epoch, self.log.leo)
+
+    def _become_follower(self) -> None:
+        self.role = "follower"
+        self.remotes = {}
+        self.pending_isr = None
+        self._emit("became-follower", leader=self.leader, leo=self.log.leo, hw=self.hw)
+        if self.protocol == "0.10" or (self.log.leo > 0 and not self.epoch_cache.entries):
+            # Pre-KIP-101 (or no epochs to ask about): the HW is the only guide.
+            self._truncate(self.hw, "high-watermark")
+            self.follower_state = "fetching"
+        elif self.protocol in ("0.11", "2.0") and self.log.leo > 0:
+            self.follower_state = "truncating"
+        else:
+            # Empty log, or `latest`, which truncates on fetch (diverging epoch).
+            self.follower_state = "fetching"
+
+    # -- leader side -------------------------------------------------------------------
+
+    def _maximal_isr(self) -> set[str]:
+        # A pending expansion already counts for the HW (it only makes the HW
+        # wait for more replicas); a pending shrink does not count until done.
+        return set(self.isr) | set(self.pending_isr or ())
+
+    def _maybe_advance_hw(self) -> None:
+        if self.role != "leader":
+            return
+        if self.is_latest and len(self.isr) < self.config.min_insync_replicas:
+            return
+        leos = [self.log.leo]
+        for r in self._maximal_isr():
+            if r == self.node:
+                continue
+            remote = self.remotes.get(r)
+            leos.append(remote.leo if remote and remote.leo is not None else 0)
+        new_hw = min(leos)
+        if new_hw > self.hw:
+            old, self.hw = self.hw, new_hw
+            self._emit("hw-advance", old=old, new=new_hw)
+
+    def append_as_leader(self, value: int, acks: Any,
+                         now: float) -> tuple[str | None, int | None, list[Effect]]:
+        """Append one produced value; returns (error, offset, effects)."""
+        if self.role != "leader":
+            return "NOT_LEADER_OR_FOLLOWER", None, []
+        if acks in ("all", -1) and len(self.isr) < self.config.min_insync_replicas:
+            return "NOT_ENOUGH_REPLICAS", None, []
+        if self.uses_epochs:
+            self._assign_epoch(self.leader_epoch, self.log.leo)
+        rec = self.log.append(self.leader_epoch, value)
+        self._effects.append(AppendRecords((rec,)))
+        self._maybe_advance_hw()
+        return None, rec.offset, self._take()
+
+    def produce_outcome(self, offset: int, leader_epoch: int) -> str | None:
+        """For an acks=all append: None while waiting, else "ok" or an error code."""
+        if self.role != "leader" or self.leader_epoch != leader_epoch:
+            return "NOT_LEADER_OR_FOLLOWER"
+        if self.hw > offset:
+            if len(self.isr) < self.config.min_insync_replicas:
+                return "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+            return "ok"
+        return None
+
+    def _check_fencing(self, current_leader_epoch: int | None, source: str) -> str | None:
+        """KIP-320: a request names the leader epoch its sender believes in."""
+        if not self.is_latest or current_leader_epoch is None:
+            return None
+        if current_leader_epoch < self.leader_epoch:
+            self._emit("fetch-fenced", replica=source, request_epoch=current_leader_epoch)
+            return "FENCED_LEADER_EPOCH"
+        if current_leader_epoch > self.leader_epoch:
+            return "UNKNOWN_LEADER_EPOCH"
+        return None
+
+    def fetch_for_replica(self, replica: str, offset: int, last_fetched_epoch: int | None,
+                          current_leader_epoch: int | None, max_records: int,
+                          now: float) -> tuple[dict[str, Any], list[Effect]]:
+        """Serve a follower's fetch; the fetch offset is the follower's LEO."""
+        if self.role != "leader":
+            return {"error": "NOT_LEADER_OR_FOLLOWER"}, []
+        err = self._check_fencing(current_leader_epoch, replica)
+        if err:
+            return {"error": err, "leader_epoch": self.leader_epoch}, self._take()
+        if replica not in self.replicas or replica == self.node:
+            return {"error": "INVALID_REQUEST"}, []
+        if (self.is_latest and last_fetched_epoch is not None and last_fetched_epoch >= 0
+                and offset > 0):
+            epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log.leo)
+            if epoch != last_fetched_epoch or end < offset:
+                return {"error": None, "records": [], "hw": self.hw, "leo": self.log.leo,
+                        "diverging_epoch": {"epoch": epoch, "end_offset": end}}, self._take()
+        if offset > self.log.leo:
+            return {"error": "OFFSET_OUT_OF_RANGE", "leo": self.log.leo}, []
+        self._update_remote(replica, offset, now)
+        self._maybe_expand_isr(replica)
+        self._maybe_advance_hw()
+        records = self.log.read(offset, self.log.leo, max_records)
+        return {"error": None, "records": [list(r) for r in records], "hw": self.hw,
+                "leo": self.log.leo}, self._take()
+
+    def _update_remote(self, replica: str, offset: int, now: float) -> None:
+        remote = self.remotes.setdefault(replica, RemoteReplica(last_caught_up_ms=now))
+        remote.leo = offset
+        # Kafka's rule: caught up now if the fetch reached our LEO; caught up as of
+        # the previous fetch if it reached the LEO we had then.
+        if offset >= self.log.leo:
+            remote.last_caught_up_ms = now
+        elif offset >= remote.last_fetch_leader_leo:
+            remote.last_caught_up_ms = max(remote.last_caught_up_ms, remote.last_fetch_ms)
+        remote.last_fetch_leader_leo = self.log.leo
+        remote.last_fetch_ms = now
+
+    def _maybe_expand_isr(self, replica: str) -> None:
+        if self.pending_isr is not None or replica in self.isr:
+            return
+        remote = self.remotes[replica]
+        assert remote.leo is not None
+        if remote.leo < self.hw:
+            return
+        if self.is_latest:
+            # KAFKA-7128: not before it holds everything from the current epoch's start.
+            start = self.epoch_cache.start_offset_of(self.leader_epoch)
+            if start is not None and remote.leo < start:
+                return
+        lag_max = self.config.replica_lag_max_messages
+        if lag_max is not None and self.log.leo - remote.leo > lag_max:
+            return
+        self._propose_isr([*self.isr, replica])
+
+    def _propose_isr(self, isr: list[str]) -> None:
+        self.pending_isr = tuple(isr)
+        self._effects.append(ProposeIsr(self.pending_isr, self.leader_epoch, self.partition_epoch))
+
+    def isr_proposal_failed(self) -> None:
+        """The controller did not take our AlterPartition; try again on a later tick."""
+        self.pending_isr = None
+
+    def tick(self, now: float) -> list[Effect]:
+        """Time passes: shrink the ISR of followers that fell behind."""
+        if self.role != "leader" or self.pending_isr is not None:
+            return self._take()
+        lag_ms = self.config.replica_lag_time_max_ms
+        lag_max = self.config.replica_lag_max_messages
+        out = []
+        for r in self.isr:
+            if r == self.node:
+                continue
+            remote = self.remotes.get(r)
+            if remote is None:
+                continue
+            stuck = now - remote.last_caught_up_ms > lag_ms
+            too_far = (lag_max is not None and remote.leo is not None
+                       and self.log.leo - remote.leo > lag_max)
+            if stuck or too_far:
+                out.append(r)
+        if out:
+            self._propose_isr([r for r in self.isr if r not in out])
+        return self._take()
+
+    def fetch_for_consumer(self, offset: int, max_records: int) -> dict[str, Any]:
+        if self.role != "leader":
+            return {"error": "NOT_LEADER_OR_FOLLOWER"}
+        if offset > self.log.leo or offset < 0:
+            return {"error": "OFFSET_OUT_OF_RANGE", "hw": self.hw, "leo": self.log.leo}
+        records = self.log.read(offset, self.hw, max_records)
+        return {"error": None, "records": [list(r) for r in records], "hw": self.hw,
+                "leo": self.log.leo, "leader_epoch": self.leader_epoch}
+
+    def offsets_for_leader_epoch(self, epoch: int,
+                                 current_leader_epoch: int | None) -> tuple[dict[str, Any],
+                                                                            list[Effect]]:
+        """The leader's answer to OffsetsForLeaderEpoch(epoch)."""
+        if not self.uses_epochs:
+            return {"error": "INVALID_REQUEST"}, []
+        if self.role != "leader":
+            return {"error": "NOT_LEADER_OR_FOLLOWER"}, []
+        err = self._check_fencing(current_leader_epoch, "offsets-for-leader-epoch")
+        if err:
+            return {"error": err}, self._take()
+        if self.protocol == "0.11":
+            end = self.epoch_cache.end_offset_v011(epoch, self.log.leo)
+            return {"error": None, "leader_epoch": UNDEFINED_EPOCH, "end_offset": end}, []
+        e, end = self.epoch_cache.end_offset_for(epoch, self.log.leo)
+        return {"error": None, "leader_epoch": e, "end_offset": end}, []
+
+    # -- follower side -------------------------------------------------------------
+
+    def next_follower_request(self) -> dict[str, Any] | None:
+        """What the replica fetcher should send next to the leader (None: nothing)."""
+        if self.role != "follower" or self.leader is None:
+            return None
+        base = {"topic": self.topic, "partition": self.partition, "replica_id": self.node,
+                "generation": self.generation}
+        if self.is_latest:
+            base["current_leader_epoch"] = self.leader_epoch
+        if self.follower_state == "truncating":
+            return {"type": "offsets-for-leader-epoch", **base,
+                    "leader_epoch_request": self.epoch_cache.latest_epoch}
+        last = self.epoch_cache.latest_epoch if self.is_latest else None
+        return {"type": "replica-fetch", **base, "offset": self.log.leo,
+                "last_fetched_epoch": last, "max_records": MAX_FETCH_RECORDS}
+
+    def on_offsets_for_leader_epoch_response(self, generation: int, resp: dict[str, Any],
+                                             now: float) -> list[Effect]:
+        if generation != self.generation or self.follower_state != "truncating":
+            return []
+        if resp.get("error"):
+            return []
+        end = resp["end_offset"]
+        self._emit("epoch-response", requested=self.epoch_cache.latest_epoch,
+                   answer_epoch=resp.get("leader_epoch"), end_offset=end)
+        if self.protocol == "0.11":
+            if end == UNDEFINED_OFFSET:
+                self._truncate(self.hw, "high-watermark")
+            elif end < self.log.leo:
+                self._truncate(end, "leader-epoch")
+            self.follower_state = "fetching"
+        else:
+            done = self._truncate_kip279(resp["leader_epoch"], end)
+            if done or self.log.leo == 0:
+                self.follower_state = "fetching"
+        return self._take()
+
+    def _truncate_kip279(self, leader_epoch: int, leader_end: int) -> bool:
+        """One KIP-279 truncation round; True when truncation is complete."""
+        leo = self.log.leo
+        if leader_end == UNDEFINED_OFFSET:
+            self._truncate(self.hw, "high-watermark")
+            return True
+        if leader_epoch == UNDEFINED_EPOCH:
+            self._truncate(min(leader_end, leo), "leader-epoch")
+            return True
+        my_epoch, my_end = self.epoch_cache.end_offset_for(leader_epoch, leo)
+        if my_end == UNDEFINED_OFFSET:
+            self._truncate(min(leader_end, leo), "leader-epoch")
+            return True
+        if my_epoch != leader_epoch:
+            # We never saw the leader's epoch: cut back to where our older epoch
+            # ends and ask again about the epoch before it.
+            self._truncate(min(my_end, leo), "leader-epoch-iteration")
+            return False
+        self._truncate(min(my_end, leader_end, leo), "leader-epoch")
+        return True
+
+    def on_fetch_response(self, generation: int, resp: dict[str, Any],
+                          now: float) -> list[Effect]:
+        if generation != self.generation or self.role != "follower":
+            return []
+        err = resp.get("error")
+        if err == "OFFSET_OUT_OF_RANGE":
+            leader_leo = resp.get("leo", 0)
+            if leader_leo < self.log.leo:
+                self._truncate(leader_leo, "offset-out-of-range")
+            return self._take()
+        if err:
+            return self._take()
+        diverging = resp.get("diverging_epoch")
+        if diverging:
+            self._truncate_kip279(diverging["epoch"], diverging["end_offset"])
+            return self._take()
+        appended = []
+        for offset, epoch, value in resp.get("records", []):
+            if offset != self.log.leo:
+                break
+            rec = Record(offset, epoch, value)
+            if self.uses_epochs and epoch > self.epoch_cache.latest_epoch:
+                self._assign_epoch(epoch, offset)
+            self.log.append_replicated(rec)
+            appended.append(rec)
+        if appended:
+            # The epoch cache write (if any) comes first in the effect list, before
+            # the records, as Kafka assigns the epoch before appending.
+            self._effects.append(AppendRecords(tuple(appended)))
+        new_hw = min(resp.get("hw", 0), self.log.leo)
+        if new_hw != self.hw:
+            old, self.hw = self.hw, new_hw
+            if new_hw > old:
+                self._emit("hw-advance", old=old, new=new_hw)
+        return self._take()
+
+    # -- inspection ------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic, "partition": self.partition, "role": self.role,
+            "leader": self.leader, "leader_epoch": self.leader_epoch, "leo": self.log.leo,
+            "hw": self.hw, "isr": list(self.isr), "replicas": list(self.replicas),
+            "partition_epoch": self.partition_epoch,
+            "epoch_cache": [list(e) for e in self.epoch_cache.entries],
+            "state": self.follower_state if self.role == "follower" else self.role,
+            "pending_isr": list(self.pending_isr) if self.pending_isr is not None else None,
+        }

@@ -1,0 +1,112 @@
+"""What the broker and controller processes share: serving, event log, start-up."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, check_protocol
+from .wire import MAX_LINE, decode, encode, parse_addr
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+MAX_EVENTS_PER_ANSWER = 2000
+
+
+class EventLog:
+    """Protocol events of one process incarnation, readable by a `since` cursor."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.events: list[dict[str, Any]] = []
+        self.log = logging.getLogger(node)
+
+    def add(self, type_: str, **fields: Any) -> None:
+        ev = {"seq": len(self.events), "time": time.time_ns(), "node": self.node,
+              "type": type_, **fields}
+        self.events.append(ev)
+        self.log.info("event %s", json.dumps(ev, separators=(",", ":")))
+
+    def since(self, n: int) -> dict[str, Any]:
+        batch = self.events[n:n + MAX_EVENTS_PER_ANSWER]
+        return {"error": None, "events": batch, "next": n + len(batch)}
+
+
+async def serve(listen: str, handler: Handler) -> asyncio.base_events.Server:
+    host, port = parse_addr(listen)
+
+    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                try:
+                    msg = decode(line)
+                    resp = await handler(msg)
+                except (ValueError, KeyError, TypeError) as e:
+                    resp = {"error": "INVALID_REQUEST", "message": f"{type(e).__name__}: {e}"}
+                writer.write(encode(resp))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # peer gone, or the process is stopping
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(on_conn, host, port, limit=MAX_LINE, reuse_address=True)
+
+
+def common_args(description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--listen", required=True, help="HOST:PORT to serve on")
+    ap.add_argument("--data-dir", required=True, type=Path)
+    ap.add_argument("--config", required=True, type=Path, help="the run's cluster config (JSON)")
+    return ap
+
+
+def load_cluster_config(path: Path) -> dict[str, Any]:
+    try:
+        cfg = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: no such file") from e
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from e
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    for key in ("protocol", "brokers", "topics"):
+        if key not in cfg:
+            raise ConfigError(f"{path}: missing key {key!r}")
+    check_protocol(cfg["protocol"])
+    return cfg
+
+
+def run_main(name: str, main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run a process's main coroutine: SIGTERM/SIGINT stop it cleanly; exit codes as documented."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {name} %(levelname)s %(message)s")
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    try:
+        asyncio.run(runner())
+    except ConfigError as e:
+        print(f"{name}: configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            print(f"{name}: address in use: {e}", file=sys.stderr)
+            sys.exit(3)
+        raise

@@ -1,0 +1,250 @@
+"""On-disk files of a broker, with written and fsynced bytes told apart.
+
+Every file is append-only (a log of records, or a journal whose last complete
+line is the current checkpoint), so a power loss is modelled in one way for all
+of them: the file is cut back to the length it had at its last real fsync. That
+length lives in a `<file>.fsynced` sidecar which is itself replaced atomically
+and fsynced whenever the file is. A SIGKILL keeps every written byte (the page
+cache survives a process crash); `drop_unsynced` is what a power cut adds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .log import Record
+
+SIDECAR = ".fsynced"
+LOG_FILE = "log.jsonl"
+EPOCH_FILE = "leader-epoch-checkpoint"
+HW_FILE = "replication-offset-checkpoint"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_sidecar(path: Path) -> int | None:
+    try:
+        return int((path.parent / (path.name + SIDECAR)).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+class DurableFile:
+    """An append-only file that knows how much of it has really been fsynced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        synced = _read_sidecar(path)
+        self.fsynced = min(synced, self.size) if synced is not None else 0
+
+    def read(self) -> bytes:
+        return os.pread(self._fd, self.size, 0)
+
+    def append(self, data: bytes) -> None:
+        os.write(self._fd, data)
+        self.size += len(data)
+
+    def truncate(self, size: int) -> None:
+        if size >= self.size:
+            return
+        os.ftruncate(self._fd, size)
+        self.size = size
+        if self.fsynced > size:
+            # Bytes appended later at these positions are not durable yet; the
+            # sidecar must not vouch for them.
+            self._write_sidecar(size)
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+        if self.fsynced != self.size:
+            self._write_sidecar(self.size)
+
+    def _write_sidecar(self, size: int) -> None:
+        side = self.path.parent / (self.path.name + SIDECAR)
+        tmp = side.with_name(side.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(str(size))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, side)
+        _fsync_dir(self.path.parent)
+        self.fsynced = size
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _complete_lines(data: bytes) -> tuple[list[bytes], int]:
+    """The complete lines of `data` and the byte length they cover."""
+    end = data.rfind(b"\n") + 1
+    return data[:end].splitlines(), end
+
+
+class Journal:
+    """A checkpoint file: one JSON value per line, the last complete line wins."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = DurableFile(path)
+        lines, end = _complete_lines(self.file.read())
+        self.file.truncate(end)
+        self.value: Any = json.loads(lines[-1]) if lines else None
+
+    def write(self, value: Any, fsync: bool = True) -> None:
+        self.file.append(json.dumps(value, separators=(",", ":")).encode() + b"\n")
+        if fsync:
+            self.file.fsync()
+        self.value = value
+
+
+class PartitionStore:
+    """Files of one partition replica: the record log and the leader-epoch checkpoint."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.log_file = DurableFile(directory / LOG_FILE)
+        self.records: list[Record] = []
+        self._ends: list[int] = []  # byte offset where each record's line ends
+        lines, end = _complete_lines(self.log_file.read())
+        self.log_file.truncate(end)  # a line cut by a crash mid-write is not a record
+        pos = 0
+        for line in lines:
+            pos += len(line) + 1
+            rec = json.loads(line)
+            self.records.append(Record(rec["offset"], rec["epoch"], rec["value"]))
+            self._ends.append(pos)
+        self.epochs = Journal(directory / EPOCH_FILE)
+
+    @property
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return [tuple(e) for e in (self.epochs.value or [])]  # type: ignore[misc]
+
+    @property
+    def fsynced_leo(self) -> int:
+        n = 0
+        for end in self._ends:
+            if end > self.log_file.fsynced:
+                break
+            n += 1
+        return n
+
+    def append(self, records: tuple[Record, ...] | list[Record]) -> None:
+        data = b""
+        pos = self.log_file.size
+        for rec in records:
+            line = json.dumps({"offset": rec.offset, "epoch": rec.epoch, "value": rec.value},
+                              separators=(",", ":")).encode() + b"\n"
+            data += line
+            pos += len(line)
+            self._ends.append(pos)
+            self.records.append(rec)
+        self.log_file.append(data)
+
+    def truncate(self, offset: int) -> None:
+        if offset >= len(self._ends):
+            return
+        size = self._ends[offset - 1] if offset > 0 else 0
+        del self._ends[offset:]
+        del self.records[offset:]
+        self.log_file.truncate(size)
+
+    def write_epochs(self, entries: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> None:
+        # Kafka fsyncs the leader-epoch checkpoint every time it writes it.
+        self.epochs.write([list(e) for e in entries])
+
+    def flush(self) -> None:
+        self.log_file.fsync()
+        self.epochs.file.fsync()
+
+    def close(self) -> None:
+        self.log_file.close()
+        self.epochs.file.close()
+
+
+def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    return data_dir / f"{topic}-{partition}"
+
+
+class BrokerStore:
+    """All files of one broker: its partitions and the HW checkpoint."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.partitions: dict[tuple[str, int], PartitionStore] = {}
+        self.hw_checkpoint = Journal(data_dir / HW_FILE)
+
+    def partition(self, topic: str, partition: int) -> PartitionStore:
+        key = (topic, partition)
+        if key not in self.partitions:
+            self.partitions[key] = PartitionStore(partition_dir(self.data_dir, topic, partition))
+        return self.partitions[key]
+
+    def checkpointed_hw(self, topic: str, partition: int) -> int:
+        return int((self.hw_checkpoint.value or {}).get(f"{topic}-{partition}", 0))
+
+    def write_hw_checkpoint(self, hws: dict[tuple[str, int], int]) -> None:
+        self.hw_checkpoint.write({f"{t}-{p}": hw for (t, p), hw in sorted(hws.items())})
+
+    def flush(self) -> None:
+        for store in self.partitions.values():
+            store.flush()
+        self.hw_checkpoint.file.fsync()
+
+    def close(self) -> None:
+        for store in self.partitions.values():
+            store.close()
+        self.hw_checkpoint.file.close()
+
+
+def drop_unsynced(data_dir: Path | str) -> dict[str, int]:
+    """Make a stopped broker's files look as they would after a power cut.
+
+    Cuts every file back to its last fsynced length (a file never fsynced loses
+    everything). Returns the bytes dropped per file, relative to `data_dir`.
+    """
+    data_dir = Path(data_dir)
+    dropped: dict[str, int] = {}
+    for path in sorted(data_dir.rglob("*")):
+        if not path.is_file() or path.name.endswith(SIDECAR) or path.name.endswith(".tmp"):
+            continue
+        synced = _read_sidecar(path) or 0
+        size = path.stat().st_size
+        if size > synced:
+            with open(path, "r+b") as f:
+                f.truncate(synced)
+                os.fsync(f.fileno())
+            dropped[str(path.relative_to(data_dir))] = size - synced
+    return dropped
+
+
+def read_offline(data_dir: Path | str) -> dict[str, Any]:
+    """Read a stopped broker's replicas from its files (for collecting a run's results)."""
+    data_dir = Path(data_dir)
+    store = BrokerStore(data_dir)
+    out: dict[str, Any] = {"partitions": []}
+    try:
+        for log_path in sorted(data_dir.glob(f"*/{LOG_FILE}")):
+            topic, _, part = log_path.parent.name.rpartition("-")
+            ps = store.partition(topic, int(part))
+            out["partitions"].append({
+                "topic": topic, "partition": int(part), "role": "offline",
+                "leo": len(ps.records),
+                "hw_checkpoint": store.checkpointed_hw(topic, int(part)),
+                "epoch_cache": [list(e) for e in ps.epoch_entries],
+                "records": [list(r) for r in ps.records],
+            })
+    finally:
+        store.close()
+    return out

@@ -1,0 +1,313 @@
+"""The sans-IO Partition: truncation per protocol version, HW and ISR rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.epoch_cache import LeaderEpochCache
+from broker.log import Log, Record
+from broker.partition import AppendRecords, Event, Partition, ProposeIsr, TruncateLog
+from broker.sim import accept_isr_proposals, fetcher_round
+
+VERSIONS = ["0.10", "0.11", "2.0", "latest"]
+
+
+def replica(node: str, protocol: str, records=(), hw: int = 0, replicas=("A", "B"),
+            **cfg) -> Partition:
+    recs = [Record(i, e, v) for i, (e, v) in enumerate(records)]
+    cache = LeaderEpochCache()
+    if protocol != "0.10":
+        for r in recs:
+            cache.assign(r.epoch, r.offset)
+    p = Partition("t", 0, node, protocol, BrokerConfig(**cfg), Log(recs), cache, hw)
+    p.replicas = list(replicas)
+    return p
+
+
+def lead(p: Partition, epoch: int, isr, now: float = 0.0, pe: int = 0):
+    return p.apply_leader_and_isr(p.node, epoch, list(isr), pe, p.replicas, now)
+
+
+def follow(p: Partition, leader: str, epoch: int, isr, now: float = 0.0, pe: int = 0):
+    return p.apply_leader_and_isr(leader, epoch, list(isr), pe, p.replicas, now)
+
+
+def sync(follower: Partition, leader: Partition, rounds: int = 20, now: float = 0.0) -> list:
+    """Fetcher rounds until the follower has caught up (or `rounds` pass)."""
+    effects = []
+    caught_up = False
+    for _ in range(rounds):
+        r = fetcher_round(follower, leader, now)
+        effects += r["follower_effects"]
+        accept_isr_proposals(leader, r["leader_effects"], now)
+        if caught_up:
+            break  # one more round after catching up: that fetch is what rejoins the ISR
+        caught_up = (follower.follower_state == "fetching"
+                     and follower.log.leo == leader.log.leo and follower.hw == leader.hw)
+    return effects
+
+
+def values(p: Partition) -> list[int]:
+    return [r.value for r in p.log.records]
+
+
+def truncations(effects) -> list[tuple[int, int, str]]:
+    return [(e.fields["from"], e.fields["to"], e.fields["reason"])
+            for e in effects if isinstance(e, Event) and e.type == "truncate"]
+
+
+# -- scenario 1 (KIP-101 loss): a restarted follower's first step ----------------------
+
+@pytest.mark.parametrize("protocol", VERSIONS)
+def test_restarted_follower_truncation_step(protocol):
+    """B holds m0, m1 but its HW checkpoint says 1; A (leader) cannot answer."""
+    b = replica("B", protocol, [(0, "m0"), (0, "m1")], hw=1)
+    effects = follow(b, "A", 0, ["A", "B"])
+    if protocol == "0.10":
+        assert values(b) == ["m0"], "0.10 truncates to its HW before asking anyone"
+        assert TruncateLog(1) in effects
+    else:
+        assert values(b) == ["m0", "m1"], "KIP-101: no truncation without the leader's answer"
+        assert not any(isinstance(e, TruncateLog) for e in effects)
+        req = b.next_follower_request()
+        kind = "replica-fetch" if protocol == "latest" else "offsets-for-leader-epoch"
+        assert req["type"] == kind
+
+
+# -- scenario 2 (KIP-101 divergence) -----------------------------------------------------
+
+@pytest.mark.parametrize("protocol", VERSIONS)
+def test_old_leader_rejoins_after_power_loss_election(protocol):
+    """A: [m0, m1] epoch 0, HW 2. B lost m1 to a power cut, led epoch 1 and wrote m2."""
+    b = replica("B", protocol, [(0, "m0")], hw=1)
+    lead(b, 1, ["B"])
+    assert b.append_as_leader("m2", "all", 0)[1] == 1
+    a = replica("A", protocol, [(0, "m0"), (0, "m1")], hw=2)
+    follow(a, "B", 1, ["B"])
+    effects = sync(a, b)
+    if protocol == "0.10":
+        assert values(a) == ["m0", "m1"], "0.10: HW 2 keeps m1 -> divergence at offset 1"
+        assert values(b) == ["m0", "m2"]
+    else:
+        assert values(a) == ["m0", "m2"]
+        assert truncations(effects)[0][1] == 1
+
+
+# -- scenario 3 (KIP-279): multi-round truncation ------------------------------------------
+
+def unclean_history(protocol: str) -> tuple[Partition, Partition]:
+    """Logs after the unclean-election dance of Kafka's KAFKA-6361 test.
+
+    A: r0@e0 r2@e2 r3@e2 r4@e2 r6@e4 r7@e4 (leader, epoch 4)
+    B: r0@e0 r1@e1 r5@e3                   (restarting, epoch 3)
+    """
+    a = replica("A", protocol, [(0, "r0"), (2, "r2"), (2, "r3"), (2, "r4"), (4, "r6"), (4, "r7")],
+                hw=6)
+    b = replica("B", protocol, [(0, "r0"), (1, "r1"), (3, "r5")], hw=3)
+    lead(a, 4, ["A"])
+    follow(b, "A", 4, ["A"])
+    return a, b
+
+
+@pytest.mark.parametrize("protocol", ["0.11"])
+def test_kip101_answer_leaves_divergent_logs(protocol):
+    a, b = unclean_history(protocol)
+    first = b.next_follower_request()
+    assert first["leader_epoch_request"] == 3
+    resp, _ = a.offsets_for_leader_epoch(3, None)
+    assert resp["end_offset"] == 4, "start offset of epoch 4, the first epoch after 3"
+    sync(b, a)
+    assert values(b) == ["r0", "r1", "r5", "r4", "r6", "r7"]
+    assert values(a) == ["r0", "r2", "r3", "r4", "r6", "r7"]
+
+
+def test_kip279_truncates_in_rounds():
+    a, b = unclean_history("2.0")
+    rounds = []
+    while b.follower_state == "truncating":
+        r = fetcher_round(b, a)
+        rounds.append((r["request"]["leader_epoch_request"],
+                       (r["response"]["leader_epoch"], r["response"]["end_offset"]), b.log.leo))
+    assert rounds == [
+        (3, (2, 4), 2),   # A never saw epoch 3; B cuts back to where its epoch 1 ends
+        (1, (0, 1), 1),   # A never saw epoch 1 either; epoch 0 ends at 1 on both
+    ]
+    sync(b, a)
+    assert values(b) == values(a)
+
+
+def test_latest_truncates_via_diverging_epoch_on_fetch():
+    a, b = unclean_history("latest")
+    assert b.next_follower_request()["type"] == "replica-fetch"
+    effects = sync(b, a)
+    assert [t[1] for t in truncations(effects)] == [2, 1]
+    assert values(b) == values(a)
+
+
+# -- OffsetsForLeaderEpoch served by the leader ------------------------------------------
+
+@pytest.mark.parametrize("protocol,epoch,answer", [
+    ("0.11", 4, (-1, 6)),
+    ("0.11", 1, (-1, 1)),
+    ("2.0", 3, (2, 4)),
+    ("2.0", 4, (4, 6)),
+    ("latest", 1, (0, 1)),
+])
+def test_offsets_for_leader_epoch_answers(protocol, epoch, answer):
+    a, _ = unclean_history(protocol)
+    resp, _ = a.offsets_for_leader_epoch(epoch, None)
+    assert (resp["leader_epoch"], resp["end_offset"]) == answer
+
+
+def test_offsets_for_leader_epoch_not_in_0_10_nor_from_followers():
+    a, b = unclean_history("0.11")
+    assert b.offsets_for_leader_epoch(0, None)[0]["error"] == "NOT_LEADER_OR_FOLLOWER"
+    old = replica("A", "0.10", [(0, 1)])
+    lead(old, 0, ["A"])
+    assert old.offsets_for_leader_epoch(0, None)[0]["error"] == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize("protocol,stamps", [("0.11", [(0, 0), (1, 2)]),
+                                             ("latest", [(0, 0), (1, 2), (2, 3)])])
+def test_epoch_cache_entries_on_leader(protocol, stamps):
+    """0.11 adds (epoch, LEO) on the first append; latest already on becoming leader."""
+    a = replica("A", protocol)
+    lead(a, 0, ["A"])
+    a.append_as_leader(1, 1, 0)
+    a.append_as_leader(2, 1, 0)
+    lead(a, 1, ["A"])
+    a.append_as_leader(3, 1, 0)
+    lead(a, 2, ["A"])
+    assert a.epoch_cache.entries == stamps
+    assert [r.epoch for r in a.log.records] == [0, 0, 1]
+
+
+# -- HW rules --------------------------------------------------------------------------------
+
+def test_follower_hw_reaches_leader_hw_one_fetch_round_after_the_data():
+    a, b = replica("A", "2.0"), replica("B", "2.0")
+    lead(a, 0, ["A", "B"])
+    follow(b, "A", 0, ["A", "B"])
+    a.append_as_leader(7, "all", 0)
+    assert a.hw == 0, "leader HW waits for every ISR member"
+    fetcher_round(b, a)                      # B gets the record, leader HW still 0
+    assert (b.log.leo, b.hw, a.hw) == (1, 0, 0)
+    fetcher_round(b, a)                      # B's fetch at 1 moves leader HW; B learns it
+    assert (a.hw, b.hw) == (1, 1)
+
+
+def test_follower_hw_is_capped_by_its_own_leo():
+    c = replica("C", "0.11", [], replicas=("A", "B", "C"))
+    follow(c, "A", 0, ["A", "B"])
+    c.on_fetch_response(c.generation, {"error": None, "records": [[0, 0, 1]], "hw": 3}, 0)
+    assert c.hw == 1, "leader HW 3, but C holds one record"
+
+
+def test_leader_hw_never_moves_backwards():
+    a = replica("A", "2.0", [(0, 1), (0, 2)], hw=2)
+    lead(a, 1, ["A", "B"])
+    a.fetch_for_replica("B", 0, None, None, 10, 0)
+    assert a.hw == 2
+
+
+def test_acks_all_waits_for_isr_and_min_isr_errors():
+    a = replica("A", "2.0", min_insync_replicas=2)
+    lead(a, 0, ["A"])
+    err, off, _ = a.append_as_leader(1, "all", 0)
+    assert (err, off) == ("NOT_ENOUGH_REPLICAS", None)
+    assert a.append_as_leader(1, 1, 0)[0] is None, "acks=1 ignores min.insync.replicas"
+    lead(a, 0, ["A", "B"], pe=1)
+    err, off, effects = a.append_as_leader(2, "all", 0)
+    assert err is None and any(isinstance(e, AppendRecords) for e in effects)
+    assert a.produce_outcome(off, 0) is None
+    a.fetch_for_replica("B", 2, None, None, 10, 0)
+    assert a.produce_outcome(off, 0) == "ok"
+    err, off, _ = a.append_as_leader(3, "all", 0)
+    lead(a, 0, ["A"], pe=2)                 # ISR shrank after the append
+    assert a.produce_outcome(off, 0) == "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    lead(a, 1, ["A"], pe=3)
+    assert a.produce_outcome(off, 0) == "NOT_LEADER_OR_FOLLOWER"
+
+
+def test_latest_hw_frozen_while_isr_below_min_isr():
+    for protocol, moves in (("2.0", True), ("latest", False)):
+        a = replica("A", protocol, min_insync_replicas=2)
+        lead(a, 0, ["A"])
+        a.append_as_leader(1, 1, 0)
+        assert (a.hw == 1) is moves, protocol
+
+
+# -- ISR rules --------------------------------------------------------------------------------
+
+def test_isr_shrinks_after_lag_time_and_expands_when_caught_up():
+    a = replica("A", "2.0", replica_lag_time_max_ms=500)
+    b = replica("B", "2.0")
+    lead(a, 0, ["A", "B"], now=0)
+    follow(b, "A", 0, ["A", "B"])
+    a.append_as_leader(1, 1, 0)
+    assert a.tick(400) == []
+    effects = a.tick(600)
+    assert ProposeIsr(("A",), 0, 0) in effects
+    accept_isr_proposals(a, effects, 600)
+    assert a.isr == ["A"] and a.hw == 1
+    r = fetcher_round(b, a, now=700)
+    assert any(isinstance(e, ProposeIsr) for e in r["leader_effects"]) is False, \
+        "B fetched at 0 < HW 1: not caught up yet"
+    r = fetcher_round(b, a, now=710)
+    assert ProposeIsr(("A", "B"), 0, 1) in r["leader_effects"]
+
+
+def test_latest_isr_join_waits_for_current_epoch_start():
+    """KAFKA-7128: a follower at the HW but short of the epoch's start stays out."""
+    for protocol, joins in (("2.0", True), ("latest", False)):
+        a = replica("A", protocol, [(0, 1), (0, 2)], hw=1, replicas=("A", "B", "C"))
+        lead(a, 1, ["A", "C"])     # C has not fetched: HW stays 1; epoch 1 starts at 2
+        _, effects = a.fetch_for_replica("B", 1, 0, 1 if protocol == "latest" else None, 10, 0)
+        assert any(isinstance(e, ProposeIsr) for e in effects) is joins, protocol
+
+
+def test_legacy_lag_max_messages_flaps_on_bursts():
+    a = replica("A", "0.10", replica_lag_max_messages=4, replica_lag_time_max_ms=10_000)
+    b = replica("B", "0.10")
+    lead(a, 0, ["A", "B"])
+    follow(b, "A", 0, ["A", "B"])
+    fetcher_round(b, a)
+    for v in range(6):
+        a.append_as_leader(v, 1, 0)
+    effects = a.tick(10)
+    assert ProposeIsr(("A",), 0, 0) in effects, "6 messages behind > 4"
+    accept_isr_proposals(a, effects)
+    sync(b, a)
+    assert a.isr == ["A", "B"], "caught up again -> back in the ISR"
+
+
+def test_kip320_fencing_on_fetch():
+    a = replica("A", "latest", [(0, 1)])
+    lead(a, 3, ["A", "B"])
+    resp, effects = a.fetch_for_replica("B", 1, 0, 2, 10, 0)
+    assert resp["error"] == "FENCED_LEADER_EPOCH"
+    assert any(isinstance(e, Event) and e.type == "fetch-fenced" for e in effects)
+    assert a.fetch_for_replica("B", 1, 0, 4, 10, 0)[0]["error"] == "UNKNOWN_LEADER_EPOCH"
+    older = replica("A", "2.0", [(0, 1)])
+    lead(older, 3, ["A", "B"])
+    assert older.fetch_for_replica("B", 1, 0, 2, 10, 0)[0]["error"] is None
+
+
+def test_offset_out_of_range_truncates_follower_to_leader_leo():
+    a = replica("A", "0.10", [(1, 1)], hw=1)
+    lead(a, 1, ["A", "B"])
+    b = replica("B", "0.10", [(0, 1), (0, 2)], hw=2)
+    follow(b, "A", 1, ["A", "B"])
+    effects = sync(b, a)
+    assert values(b) == [1]
+    assert truncations(effects)[-1] == (2, 1, "offset-out-of-range")
+
+
+def test_stale_answers_are_ignored_after_a_role_change():
+    a, b = unclean_history("2.0")
+    req = b.next_follower_request()
+    follow(b, "A", 5, ["A"])
+    resp, _ = a.offsets_for_leader_epoch(req["leader_epoch_request"], None)
+    assert b.on_offsets_for_leader_epoch_response(req["generation"], resp, 0) == []
+    assert b.log.leo == 3
