@@ -14,7 +14,7 @@ from typing import Any
 
 from .config import BrokerConfig, ControllerConfig
 from .controller_core import ControllerCore
-from .process import EventLog, common_args, load_cluster_config, run_main, serve
+from .process import EventLog, NetBlock, common_args, load_cluster_config, run_main, serve
 
 STATE_FILE = "controller-state.json"
 TICK_S = 0.02
@@ -36,6 +36,7 @@ class Controller:
         self.core = ControllerCore(cluster["topics"], ccfg.broker_session_timeout_ms,
                                    bcfg.unclean_leader_election_enable, saved, _now())
         self.events = EventLog("controller")
+        self.net = NetBlock()
         self.events.add("started", restarted=saved is not None)
 
     def _after(self) -> None:
@@ -55,6 +56,7 @@ class Controller:
 
     async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         t = msg["type"]
+        await self.net.drop_if_blocked(msg)
         now = _now()
         try:
             if t == "status":
@@ -62,6 +64,9 @@ class Controller:
                         "partitions": [st.to_dict() for st in self.core.partitions.values()]}
             if t == "events":
                 return self.events.since(int(msg.get("since", 0)))
+            if t == "net-block":
+                self.events.add("net-block", peers=sorted(msg["peers"]))
+                return self.net.set(msg["peers"])
             if t == "register":
                 try:
                     self.core.register(msg["id"], msg["incarnation"], msg["addr"], now)

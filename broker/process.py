@@ -40,6 +40,31 @@ class EventLog:
         return {"error": None, "events": batch, "next": n + len(batch)}
 
 
+class NetBlock:
+    """A partition made by the process's own transport (the local backend's nemesis).
+
+    A request from a blocked peer is never answered, as if its packets were
+    dropped; the peer's own timeout ends it. Requests to a blocked peer are not
+    sent. Admin requests (no sender) always pass, so the harness keeps its view.
+    """
+
+    def __init__(self) -> None:
+        self.peers: set[str] = set()
+
+    def set(self, peers: list[str]) -> dict[str, Any]:
+        self.peers = set(peers)
+        return {"error": None, "blocked": sorted(self.peers)}
+
+    async def drop_if_blocked(self, msg: dict[str, Any]) -> None:
+        sender = msg.get("replica_id") or msg.get("id")
+        if sender is None or sender not in self.peers:
+            return
+        while sender in self.peers:
+            await asyncio.sleep(0.05)
+        # Healed, but this request was "lost": close without an answer.
+        raise ConnectionResetError("dropped by a network partition")
+
+
 async def serve(listen: str, handler: Handler) -> asyncio.base_events.Server:
     host, port = parse_addr(listen)
 

@@ -29,7 +29,7 @@ from .partition import (
     TruncateLog,
     WriteEpochCache,
 )
-from .process import EventLog, common_args, load_cluster_config, run_main, serve
+from .process import EventLog, NetBlock, common_args, load_cluster_config, run_main, serve
 from .storage import BrokerStore
 from .wire import AsyncConnection, WireError
 
@@ -52,6 +52,7 @@ class Broker:
         self.peers: dict[str, str] = dict(cluster["brokers"])
         self.incarnation = os.urandom(6).hex()
         self.events = EventLog(node)
+        self.net = NetBlock()
         self.store = BrokerStore(data_dir)
         self.ctl = AsyncConnection(controller)
         self.ctl_alter = AsyncConnection(controller)  # ISR changes must not wait on heartbeats
@@ -135,12 +136,13 @@ class Broker:
         hws = {key: p.hw for key, p in self.partitions.items()}
         self.store.write_hw_checkpoint(hws)
         self.hw_checkpointed = hws
-        self.events.add("hw-checkpoint", hw={f"{t}-{p}": v for (t, p), v in hws.items()})
+        for (topic, part), hw in hws.items():
+            self.events.add("hw-checkpoint", topic=topic, partition=part, hw=hw)
 
     def flush(self) -> None:
         self.store.flush()
-        self.events.add("flush", leo={f"{t}-{p}": part.log.leo
-                                      for (t, p), part in self.partitions.items()})
+        for (topic, part), p in self.partitions.items():
+            self.events.add("flush", topic=topic, partition=part, leo=p.log.leo)
 
     # -- controller --------------------------------------------------------------------
 
@@ -148,6 +150,9 @@ class Broker:
         registered = False
         interval = self.config.heartbeat_interval_ms / 1000
         while True:
+            if "controller" in self.net.peers:
+                await asyncio.sleep(interval)
+                continue
             msg = {"id": self.node, "incarnation": self.incarnation}
             if registered:
                 msg["type"] = "heartbeat"
@@ -187,6 +192,9 @@ class Broker:
                "leader_epoch": eff.leader_epoch, "partition_epoch": eff.partition_epoch,
                "isr": list(eff.isr)}
         try:
+            if "controller" in self.net.peers:
+                await asyncio.sleep(2.0)
+                raise WireError("controller unreachable (network partition)")
             resp = await self.ctl_alter.request(msg, timeout=2.0)
         except WireError:
             p.isr_proposal_failed()
@@ -222,6 +230,9 @@ class Broker:
                                     leader=p.leader, leader_epoch=p.leader_epoch,
                                     requested=req["leader_epoch_request"])
                 try:
+                    if p.leader in self.net.peers:
+                        await asyncio.sleep(timeout)
+                        raise WireError("leader unreachable (network partition)")
                     resp = await conn.request(req, timeout)
                 except WireError:
                     await asyncio.sleep(backoff)
@@ -245,6 +256,10 @@ class Broker:
 
     async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         t = msg["type"]
+        await self.net.drop_if_blocked(msg)
+        if t == "net-block":
+            self.events.add("net-block", peers=sorted(msg["peers"]))
+            return self.net.set(msg["peers"])
         if t == "status":
             return self.status()
         if t == "events":

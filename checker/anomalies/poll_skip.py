@@ -1,0 +1,59 @@
+"""poll-skip: one consumer's successive reads of a partition jump over offsets that
+are present in the final committed log (records it never saw)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checker.anomalies.base import AnomalyKind, rows
+from checker.anomalies.observations import consumer_steps
+from checker.context import CheckContext
+from checker.finallog import KEY
+
+_SHOWN = 10
+
+
+def detect(ctx: CheckContext) -> DataFrame:
+    jumps = consumer_steps(ctx).filter(F.col("offset") > F.col("prev_offset") + 1)
+    final = ctx.final_log.select(*KEY, F.col("offset").alias("skipped"))
+    hits = jumps.join(final, KEY).filter(
+        (F.col("skipped") > F.col("prev_offset")) & (F.col("skipped") < F.col("offset"))
+    )
+    df = hits.groupBy(*KEY, "process", "index", "prev_index", "prev_offset", "offset").agg(
+        F.count("*").alias("count"),
+        F.slice(F.sort_array(F.collect_list("skipped")), 1, _SHOWN).alias("skipped"),
+    )
+    witness = F.struct(
+        "topic",
+        "partition",
+        "process",
+        F.struct(F.col("prev_index").alias("index"), F.col("prev_offset").alias("offset")).alias(
+            "before"
+        ),
+        F.struct("index", "offset").alias("after"),
+        "count",
+        "skipped",
+    )
+    return rows(df, F.col("index"), witness)
+
+
+def explain(w: dict[str, Any]) -> str:
+    b, a = w["before"], w["after"]
+    start = (
+        f"after offset {b['offset']} (poll op #{b['index']})"
+        if b["index"] is not None
+        else f"starting its fetch at offset {b['offset'] + 1}"
+    )
+    shown = ", ".join(str(s) for s in w["skipped"])
+    more = ", ..." if w["count"] > len(w["skipped"]) else ""
+    return (
+        f"Process {w['process']} read {w['topic']}/{w['partition']} {start} and next at "
+        f"offset {a['offset']} (poll op #{a['index']}), skipping {w['count']} committed "
+        f"offset(s) ({shown}{more}) it never received."
+    )
+
+
+KIND = AnomalyKind("poll-skip", detect, explain)

@@ -1,0 +1,238 @@
+"""Read the JSON-lines files of many runs into Spark DataFrames, in one job each.
+
+Every file of every run is read by one ``spark.read.text`` call; the run a row
+belongs to is derived from the file's path, so a tree of hundreds of runs is one
+scan, not hundreds. Each line is parsed with an explicit schema and checked
+against the format's vocabulary; the first bad line stops the check with a
+RunDirError naming run, file and line. A truncated last line (found by
+checker.rundir) is excluded from the data and reported, not raised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from checker import schemas
+from checker.errors import RunDirError
+from checker.kinds import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
+from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
+
+_MAX_BAD = 50
+
+
+@dataclass
+class Inputs:
+    """The parsed inputs of all runs being checked; ``run`` is the run-dir key."""
+
+    history: DataFrame  # run, index, time, process, type, f, topic, partition, value, ...
+    logs: DataFrame  # run, broker, topic, partition, offset, epoch, value
+    states: DataFrame  # run, broker, topic, partition, role, leader, leader_epoch, leo, hw, ...
+    events: DataFrame | None  # run, time, node, type, ..., raw
+
+
+def _local_path(col: str = "_metadata.file_path") -> Column:
+    """Spark's file path (a URI) as the plain local path string Python uses."""
+    p = F.regexp_replace(F.col(col), r"\+", "%2B")  # url_decode would turn '+' into ' '
+    p = F.url_decode(p)
+    return F.regexp_replace(p, r"^file:(//)?", "")
+
+
+def _read_lines(spark: SparkSession, paths: list[str], schema) -> DataFrame:
+    return (
+        spark.read.text(paths)
+        .select(_local_path().alias("file"), F.col("value").alias("raw"))
+        # Blank lines carry nothing; anything else must parse.
+        .filter(F.trim("raw") != "")
+        .withColumn("j", F.from_json("raw", schema, {"columnNameOfCorruptRecord": schemas.CORRUPT}))
+    )
+
+
+def _describe_corrupt(raw: str, kind: str) -> str:
+    """Say precisely why Spark could not parse a line (error path only)."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return f"not JSON ({e.msg}): {raw[:80]!r}"
+    if not isinstance(obj, dict):
+        return f"not a JSON object: {raw[:80]!r}"
+    for name, types in schemas.PY_TYPES[kind].items():
+        v = obj.get(name)
+        if v is not None and not isinstance(v, types):
+            want = "/".join(t.__name__ for t in types)
+            return f"field {name!r} must be {want}, got {v!r}"
+    return f"a field has the wrong type: {raw[:80]!r}"
+
+
+def _raise_first_bad(parsed: DataFrame, runs: dict[str, RunDir], kind: str) -> None:
+    """Raise for the first bad line that is not a known truncated last line."""
+    bad = (
+        parsed.filter(F.col("problem").isNotNull())
+        .select("run", "file", "raw", "problem")
+        .limit(_MAX_BAD)
+        .collect()
+    )
+    errors = []
+    for row in bad:
+        rd = runs.get(row.run)
+        if rd is None:  # the path mapping failed: a bug, not bad input
+            raise RuntimeError(f"checker: file {row.file} maps to no known run")
+        rel = row.file[len(rd.key) + 1 :]
+        t = rd.truncation_for(rel)
+        if t is not None and t.text == row.raw:
+            continue
+        errors.append((rd, rel, row))
+    if not errors:
+        return
+    errors.sort(key=lambda e: (e[0].key, e[1]))
+    rd, rel, row = errors[0]
+    msg = row.problem if row.problem != "corrupt" else _describe_corrupt(row.raw, kind)
+    raise RunDirError(rd.path, rel, msg, find_line(rd.path, rel, row.raw))
+
+
+def _problem(checks: list[tuple[Column, Column | str]]) -> Column:
+    expr = None
+    for cond, msg in checks:
+        msg = F.lit(msg) if isinstance(msg, str) else msg
+        expr = F.when(cond, msg) if expr is None else expr.when(cond, msg)
+    return expr
+
+
+def _q(c: Column) -> Column:
+    return F.coalesce(F.to_json(F.array(c)).substr(2, 1000), F.lit("null"))
+
+
+def _history_checks() -> list[tuple[Column, Column | str]]:
+    j = F.col("j")
+    typ, f, proc = j["type"], j["f"], j["process"]
+    send, poll, ok = f == "send", f == "poll", typ == "ok"
+    bad_record = F.exists(j["records"], lambda r: (F.size(r) != 2) | r[0].isNull() | r[1].isNull())
+    return [
+        (j[schemas.CORRUPT].isNotNull(), "corrupt"),
+        (j["index"].isNull(), "missing field 'index'"),
+        (proc.isNull(), "missing field 'process'"),
+        (typ.isNull(), "missing field 'type'"),
+        (~typ.isin(*OP_TYPES), F.concat(F.lit("unknown op type "), _q(typ))),
+        (f.isNull(), "missing field 'f'"),
+        (
+            (proc == NEMESIS_PROCESS) & ~f.isin(*NEMESIS_FS),
+            F.concat(F.lit("unknown nemesis op f="), _q(f)),
+        ),
+        ((proc != NEMESIS_PROCESS) & ~f.isin(*CLIENT_FS), F.concat(F.lit("unknown op f="), _q(f))),
+        ((send | poll) & j["topic"].isNull(), F.concat(f, F.lit(" op without 'topic'"))),
+        ((send | poll) & j["partition"].isNull(), F.concat(f, F.lit(" op without 'partition'"))),
+        (
+            send & j["value"].try_cast("long").isNull(),
+            F.concat(F.lit("send value must be an integer, got "), _q(j["value"])),
+        ),
+        (send & ok & j["offset"].isNull(), "ok send without 'offset'"),
+        (poll & ok & j["records"].isNull(), "ok poll without 'records'"),
+        (poll & ok & F.coalesce(bad_record, F.lit(False)), "poll record is not [offset, value]"),
+    ]
+
+
+def load_history(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
+    paths = [str(rd.path / HISTORY) for rd in runs.values()]
+    parsed = (
+        _read_lines(spark, paths, schemas.HISTORY)
+        .withColumn("run", F.regexp_replace("file", r"/history\.jsonl$", ""))
+        .withColumn("problem", _problem(_history_checks()))
+    )
+    parsed = parsed.cache()
+    _raise_first_bad(parsed, runs, "history")
+    j = F.col("j")
+    return parsed.filter(F.col("problem").isNull()).select(
+        "run",
+        j["index"].alias("index"),
+        j["time"].alias("time"),
+        j["process"].alias("process"),
+        j["type"].alias("type"),
+        j["f"].alias("f"),
+        j["topic"].alias("topic"),
+        j["partition"].alias("partition"),
+        F.when(j["f"] == "send", j["value"].try_cast("long")).alias("value"),
+        F.when(j["process"] == NEMESIS_PROCESS, j["value"]).alias("nodes"),
+        j["offset"].alias("offset"),
+        j["acks"].alias("acks"),
+        j["error"].alias("error"),
+        j["records"].alias("records"),
+        j["hw"].alias("hw"),
+    )
+
+
+def load_logs(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
+    paths = [str(rd.path / REPLICAS / b / LOG) for rd in runs.values() for b in rd.brokers]
+    j = F.col("j")
+    parsed = (
+        _read_lines(spark, paths, schemas.LOG)
+        .withColumn("run", F.regexp_replace("file", r"/replicas/[^/]+/log\.jsonl$", ""))
+        .withColumn("broker", F.regexp_extract("file", r"/replicas/([^/]+)/log\.jsonl$", 1))
+        .withColumn(
+            "problem",
+            _problem(
+                [
+                    (j[schemas.CORRUPT].isNotNull(), "corrupt"),
+                    *[
+                        (j[c].isNull(), f"missing field {c!r}")
+                        for c in ("topic", "partition", "offset", "value")
+                    ],
+                ]
+            ),
+        )
+    ).cache()
+    _raise_first_bad(parsed, runs, "log")
+    return parsed.filter(F.col("problem").isNull()).select(
+        "run",
+        "broker",
+        *[j[c].alias(c) for c in ("topic", "partition", "offset", "epoch", "value")],
+    )
+
+
+def load_events(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame | None:
+    paths = [str(rd.path / EVENTS) for rd in runs.values() if rd.has_events]
+    if not paths:
+        return None
+    j = F.col("j")
+    parsed = (
+        _read_lines(spark, paths, schemas.EVENTS)
+        .withColumn("run", F.regexp_replace("file", r"/events\.jsonl$", ""))
+        .withColumn(
+            "problem",
+            _problem(
+                [
+                    (j[schemas.CORRUPT].isNotNull(), "corrupt"),
+                    (j["type"].isNull(), "missing field 'type'"),
+                ]
+            ),
+        )
+    ).cache()
+    _raise_first_bad(parsed, runs, "events")
+    cols = [f.name for f in schemas.EVENTS.fields if f.name != schemas.CORRUPT]
+    return parsed.filter(F.col("problem").isNull()).select(
+        "run", *[j[c].alias(c) for c in cols], "raw"
+    )
+
+
+def load_states(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
+    rows: list[dict[str, Any]] = [
+        {**{k: s[k] for k in schemas.STATES.fieldNames() if k != "run"}, "run": rd.key}
+        for rd in runs.values()
+        for s in rd.states
+    ]
+    return spark.createDataFrame(rows, schemas.STATES)
+
+
+def load_inputs(
+    spark: SparkSession, runs: dict[str, RunDir], progress: Callable[[str], None]
+) -> Inputs:
+    progress(f"reading histories of {len(runs)} run(s)")
+    history = load_history(spark, runs)
+    progress("reading replica logs")
+    logs = load_logs(spark, runs)
+    events = load_events(spark, runs)
+    return Inputs(history, logs, load_states(spark, runs), events)

@@ -1,0 +1,35 @@
+"""Cluster backends, by name. `docker` and `ssh` slot in here (issue 4)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Backend, ClusterSpec
+from harness.errors import ConfigError
+
+# name -> "module:Class"; imported lazily so a backend's dependencies (the docker
+# SDK, paramiko) are only needed when that backend is used.
+BACKENDS: dict[str, str] = {
+    "local": "harness.backends.local:LocalBackend",
+    "docker": "harness.backends.docker:DockerBackend",
+}
+
+
+def make_backend(name: str, spec: ClusterSpec, run_dir: Path, **options: Any) -> Backend:
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}"
+        ) from None
+    module, _, cls = target.partition(":")
+    try:
+        backend_cls = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"backend {name!r} is not available: {e}") from None
+    return backend_cls(spec, run_dir, **options)
+
+
+__all__ = ["BACKENDS", "Backend", "ClusterSpec", "make_backend"]

@@ -1,0 +1,352 @@
+"""Local backend: the controller and the brokers as subprocesses on 127.0.0.x.
+
+The controller listens on 127.0.0.1:PORT and broker i on 127.0.0.(i+2):PORT, so
+every node has an address of its own while sharing one port number (Linux routes
+all of 127/8 to loopback). Each process runs in its own session/process group
+(signals reach the whole group, and a Ctrl-C at the terminal reaches only the
+harness, which then shuts the cluster down in order), writes stdout and stderr
+to logs/<node>.log, and keeps its data under data/<node>/ in the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from broker.wire import Connection, WireError
+from harness import reaper
+from harness.backends.base import CONTROLLER, Backend, ClusterSpec
+from harness.errors import ConfigError, RunIncomplete
+
+# Runs in the child before the broker: asks the kernel to SIGKILL it if the
+# harness dies without cleaning up (even by SIGKILL), then execs the real
+# command. An exec wrapper instead of preexec_fn because preexec_fn is unsafe
+# while other threads (the events collector) run.
+_PDEATHSIG = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+LOG_TAIL_LINES = 15
+
+
+@dataclass
+class _Proc:
+    popen: subprocess.Popen[bytes]
+    log: IO[bytes]
+    paused: bool = False
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def address_free(addr: str) -> bool:
+    """True if a listening socket could bind addr. SO_REUSEADDR as asyncio's
+    servers use it, so TIME_WAIT leftovers of a previous run do not count as busy."""
+    host, _, port = addr.rpartition(":")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+            s.listen(1)
+        except OSError:
+            return False
+    return True
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        run_dir: Path,
+        *,
+        port: int = 19092,
+        host_prefix: str = "127.0.0.",
+        controller_module: str | None = None,
+        broker_module: str | None = None,
+        python: str = sys.executable,
+        start_timeout: float = 20.0,
+        stop_timeout: float = 15.0,
+        extra_pythonpath: list[str] | None = None,
+    ) -> None:
+        super().__init__(spec, run_dir)
+        self.port = port
+        self.host_prefix = host_prefix
+        # The environment may name other modules (tests run a stub broker this way).
+        self.modules = {
+            CONTROLLER: controller_module
+            or os.environ.get("ISRLAB_CONTROLLER_MODULE", "broker.controller"),
+            "broker": broker_module or os.environ.get("ISRLAB_BROKER_MODULE", "broker.server"),
+        }
+        self.python = python
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self._procs: dict[str, _Proc] = {}
+        self._grudge: dict[str, list[str]] = {}  # current partition, re-applied on restart
+        self._lock = threading.Lock()
+        self._config_path = run_dir / "cluster.json"
+        self._pythonpath = [*(extra_pythonpath or []), str(Path(__file__).resolve().parents[2])]
+
+    # -- addresses ---------------------------------------------------------
+
+    def address(self, node: str) -> str:
+        if node == CONTROLLER:
+            return f"{self.host_prefix}1:{self.port}"
+        try:
+            i = self.spec.brokers.index(node)
+        except ValueError:
+            raise ConfigError(f"unknown node {node!r}") from None
+        return f"{self.host_prefix}{i + 2}:{self.port}"
+
+    def check_addresses(self) -> None:
+        for node in self.nodes:
+            addr = self.address(node)
+            if not address_free(addr):
+                raise ConfigError(f"address in use: {addr} (needed by {node}); try --port")
+
+    def data_dir(self, node: str) -> Path:
+        return self.run_dir / "data" / node
+
+    def log_path(self, node: str) -> Path:
+        return self.run_dir / "logs" / f"{node}.log"
+
+    # -- state -------------------------------------------------------------
+
+    def is_running(self, node: str) -> bool:
+        with self._lock:
+            proc = self._procs.get(node)
+        return proc is not None and proc.popen.poll() is None
+
+    def is_paused(self, node: str) -> bool:
+        with self._lock:
+            proc = self._procs.get(node)
+        return proc is not None and proc.paused and proc.popen.poll() is None
+
+    def pid(self, node: str) -> int | None:
+        with self._lock:
+            proc = self._procs.get(node)
+        return proc.popen.pid if proc is not None and proc.popen.poll() is None else None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start_controller(self) -> None:
+        self._start(CONTROLLER)
+
+    def start(self, node: str) -> None:
+        if node == CONTROLLER:
+            self._start(CONTROLLER)
+            return
+        self.address(node)  # validates the name
+        self._start(node)
+
+    def _command(self, node: str) -> list[str]:
+        if not self._config_path.exists():
+            self.write_process_config(self._config_path)
+        common = [
+            "--listen", self.address(node),
+            "--data-dir", str(self.data_dir(node)),
+            "--config", str(self._config_path),
+        ]
+        if node == CONTROLLER:
+            return [self.python, "-m", self.modules[CONTROLLER], *common]
+        return [
+            self.python, "-m", self.modules["broker"], "--id", node, *common,
+            "--controller", self.address(CONTROLLER),
+        ]
+
+    def _start(self, node: str) -> None:
+        if self.is_running(node):
+            raise RunIncomplete(f"cannot start {node}: it is already running")
+        addr = self.address(node)
+        if not address_free(addr):
+            raise ConfigError(f"address in use: {addr} (needed by {node})")
+        self.data_dir(node).mkdir(parents=True, exist_ok=True)
+        log_path = self.log_path(node)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")  # noqa: SIM115 - owned by _Proc, closed on reap
+        log.write(f"--- isrlab: starting {node} at {time.time():.3f} ---\n".encode())
+        log.flush()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*self._pythonpath, *filter(None, [env.get("PYTHONPATH")])]
+        )
+        env["PYTHONUNBUFFERED"] = "1"
+        cmd = [self.python, "-I", "-S", "-c", _PDEATHSIG, str(os.getpid()), *self._command(node)]
+        popen = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,  # own process group: killpg reaches it, Ctrl-C does not
+        )
+        reaper.register(popen.pid)
+        with self._lock:
+            self._procs[node] = _Proc(popen, log)
+        self._wait_ready(node, popen)
+        if self._grudge.get(node):
+            self._net_block(node, self._grudge[node])  # a partition outlives a restart
+
+    def _wait_ready(self, node: str, popen: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        conn = Connection(self.address(node), timeout=0.5)
+        try:
+            while True:
+                code = popen.poll()
+                if code is not None:
+                    self._reap(node)
+                    tail = log_tail(self.log_path(node))
+                    last = tail.splitlines()[-1] if tail else ""
+                    if code == 2 or (code == 3 and "address in use" in last):
+                        # The process itself refused its config or its address:
+                        # a configuration error, not a failed run.
+                        raise ConfigError(f"{node} exited with status {code}: {last}")
+                    raise RunIncomplete(
+                        f"{node} exited with status {code} before it was ready; "
+                        f"last lines of {self.log_path(node)}:\n{tail}"
+                    )
+                try:
+                    reply = conn.request({"type": "status"}, timeout=0.5)
+                    if reply.get("error") is None:
+                        return
+                except WireError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RunIncomplete(
+                        f"{node} did not answer status within {self.start_timeout:.0f}s; "
+                        f"last lines of {self.log_path(node)}:\n{log_tail(self.log_path(node))}"
+                    )
+                time.sleep(0.05)
+        finally:
+            conn.close()
+
+    def _signal(self, node: str, sig: signal.Signals) -> _Proc:
+        with self._lock:
+            proc = self._procs.get(node)
+        if proc is None or proc.popen.poll() is not None:
+            raise RunIncomplete(f"cannot send {sig.name} to {node}: it is not running")
+        try:
+            os.killpg(proc.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+        return proc
+
+    def _reap(self, node: str) -> int | None:
+        with self._lock:
+            proc = self._procs.pop(node, None)
+        if proc is None:
+            return None
+        code = proc.popen.wait()
+        # The group leader is gone; anything else in the group must go too.
+        reaper.kill_group(proc.popen.pid)
+        reaper.unregister(proc.popen.pid)
+        proc.log.close()
+        return code
+
+    def stop(self, node: str) -> int | None:
+        proc = self._signal(node, signal.SIGCONT)  # SIGTERM waits while a process is stopped
+        proc.paused = False
+        os.killpg(proc.popen.pid, signal.SIGTERM)
+        try:
+            proc.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            reaper.kill_group(proc.popen.pid)
+            self._reap(node)
+            raise RunIncomplete(
+                f"{node} did not shut down within {self.stop_timeout:.0f}s of SIGTERM"
+            ) from None
+        return self._reap(node)
+
+    def kill(self, node: str) -> None:
+        self._signal(node, signal.SIGKILL)
+        self._reap(node)
+
+    def pause(self, node: str) -> None:
+        self._signal(node, signal.SIGSTOP).paused = True
+
+    def resume(self, node: str) -> None:
+        self._signal(node, signal.SIGCONT).paused = False
+
+    def power_cycle(self, node: str) -> None:
+        self.kill(node)
+        from broker.storage import drop_unsynced  # the broker owns its file format
+
+        drop_unsynced(str(self.data_dir(node)))
+
+    # -- network faults ------------------------------------------------------
+
+    def partition(self, grudge: dict[str, list[str]]) -> None:
+        """Loopback has no network to cut, so each process cuts itself off with the
+        broker's `net-block` admin request: node X stops answering and sending to
+        every peer in grudge[X] (both directions, at X). Clients and the harness
+        still reach every node."""
+        for node in grudge:
+            if node != CONTROLLER:
+                self.address(node)  # validates the name
+        self._grudge = {n: sorted(peers) for n, peers in grudge.items() if peers}
+        for node in self.nodes:
+            if self.is_running(node):
+                self._net_block(node, self._grudge.get(node, []))
+
+    def heal(self) -> None:
+        self._grudge = {}
+        for node in self.nodes:
+            if self.is_running(node):
+                self._net_block(node, [])
+
+    def _net_block(self, node: str, peers: list[str]) -> None:
+        if self.is_paused(node):
+            raise RunIncomplete(f"cannot change {node}'s partition while it is paused")
+        from harness.admin import command
+
+        command(node, self.address(node), "net-block", peers=peers)
+
+    def collect_logs(self, run_dir: Path) -> None:
+        # Processes already write into run_dir/logs; nothing to copy.
+        return None
+
+    def teardown(self) -> None:
+        with self._lock:
+            nodes = list(self._procs)
+        brokers = [n for n in nodes if n != CONTROLLER]
+        # Brokers first, all at once, so their controlled shutdown still finds
+        # the controller; then the controller.
+        for group in (brokers, [n for n in nodes if n == CONTROLLER]):
+            for node in group:
+                with self._lock:
+                    proc = self._procs.get(node)
+                if proc is None:
+                    continue
+                for sig in (signal.SIGCONT, signal.SIGTERM):
+                    try:
+                        os.killpg(proc.popen.pid, sig)
+                    except ProcessLookupError:
+                        break
+            deadline = time.monotonic() + 5.0
+            for node in group:
+                with self._lock:
+                    proc = self._procs.get(node)
+                if proc is None:
+                    continue
+                try:
+                    proc.popen.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    reaper.kill_group(proc.popen.pid)
+                self._reap(node)

@@ -1,0 +1,557 @@
+"""Docker images for the reference broker, built from nothing and cached.
+
+Two images:
+
+* the **base** (`isrlab-base:<sha12>`): a Debian rootfs made by `docker/build_base.sh`
+  (debootstrap from the mirror in this machine's apt sources) and `docker import`ed,
+  because the engines isrlab runs on may reach no registry. The tag hashes the recipe
+  (suite, variant, packages, mirror, the script itself), so it is rebuilt only when
+  the recipe changes. `base_image="python:3.11-slim"` (or any image) skips it.
+* the **broker** (`isrlab-broker:<sha12>`): `docker/Dockerfile` on top of the base,
+  with the `broker/` package copied in. The tag hashes the Dockerfile, every file of
+  `broker/` and the base image id, so editing the broker rebuilds it and nothing
+  else does.
+
+Everything isrlab starts at run time carries the label `isrlab.run=<run-id>`;
+`clean_leftovers()` removes whatever a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import docker.client
+import docker.errors
+import requests.exceptions
+
+import broker
+from harness.errors import ConfigError, HarnessError, RunIncomplete
+
+LABEL_RUN = "isrlab.run"
+LABEL_IMAGE = "isrlab.image"
+LABEL_HASH = "isrlab.hash"
+BASE_REPO = "isrlab-base"
+BROKER_REPO = "isrlab-broker"
+
+# bookworm ships Python 3.11, the version the project targets.
+SUITE = "bookworm"
+VARIANT = "minbase"
+INCLUDE = ("python3", "iptables", "iproute2")
+# Bump to force a rebuild of every base image when the recipe changes in a way the
+# hash cannot see (e.g. a change in how the tarball is imported).
+RECIPE_VERSION = 1
+
+DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+BUILD_SCRIPT = DOCKER_DIR / "build_base.sh"
+DOCKERFILE = DOCKER_DIR / "Dockerfile"
+BROKER_DIR = Path(broker.__file__).resolve().parent
+APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+MIRROR_ENV = "ISRLAB_DEBIAN_MIRROR"
+
+Progress = Callable[[str], None]
+
+
+class DockerImageError(HarnessError):
+    """A one-line, user-facing error; `exit_code` follows the CLI's exit statuses."""
+
+    exit_code = 3
+
+    def __init__(self, message: str) -> None:
+        # Docker's messages often span lines; the CLI promises one line.
+        super().__init__(" ".join(message.split()))
+
+
+class DockerUnavailable(DockerImageError, ConfigError):
+    """No Docker engine answers: a configuration problem (exit 2), not a run failure."""
+
+    exit_code = 2
+
+
+class ImageBuildError(DockerImageError, RunIncomplete):
+    """An image is missing and could not be built (exit 3: the run cannot start)."""
+
+    exit_code = 3
+
+
+def _eprint(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_labels(run_id: str) -> dict[str, str]:
+    """Labels every container, network and volume of run `run_id` must carry."""
+    return {LABEL_RUN: run_id}
+
+
+def docker_client() -> docker.client.DockerClient:
+    """A client for the engine in the environment (DOCKER_HOST or the local socket)."""
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        client = docker.client.DockerClient.from_env()
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
+        raise DockerUnavailable(f"no Docker engine reachable at {where}: {e}") from e
+    return client
+
+
+# ---------------------------------------------------------------- apt mirror
+
+
+def _deb822_paragraphs(text: str) -> Iterator[dict[str, str]]:
+    para: dict[str, str] = {}
+    key = None
+    for raw in text.splitlines() + [""]:
+        line = raw.rstrip()
+        if line.startswith("#"):
+            continue
+        if not line:
+            if para:
+                yield para
+            para, key = {}, None
+        elif line[0] in " \t" and key:
+            para[key] += " " + line.strip()
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            para[key] = value.strip()
+
+
+def _mirrors_from_sources(suite: str) -> Iterator[str]:
+    files: list[Path] = []
+    for p in APT_SOURCES:
+        if p.is_file():
+            files.append(p)
+        elif p.is_dir():
+            files += sorted(p.glob("*.list")) + sorted(p.glob("*.sources"))
+    for f in files:
+        try:
+            text = f.read_text()
+        except OSError:
+            continue
+        if f.suffix == ".sources":
+            for para in _deb822_paragraphs(text):
+                if para.get("enabled", "yes").lower() == "no":
+                    continue
+                if "deb" not in para.get("types", "").split():
+                    continue
+                if suite in para.get("suites", "").split():
+                    yield from para.get("uris", "").split()
+        else:
+            for line in text.splitlines():
+                words = line.split("#", 1)[0].split()
+                if words[:1] != ["deb"]:
+                    continue
+                words = words[1:]
+                if words and words[0].startswith("["):  # deb [arch=amd64 ...] URI ...
+                    while words and not words[0].endswith("]"):
+                        words = words[1:]
+                    words = words[1:]
+                if len(words) >= 2 and words[1] == suite:
+                    yield words[0]
+
+
+def debian_mirror(suite: str = SUITE) -> str:
+    """The Debian mirror this machine's apt already uses for `suite`.
+
+    Read from the apt sources rather than written into the code: the mirror that is
+    reachable differs from machine to machine. $ISRLAB_DEBIAN_MIRROR overrides it.
+    """
+    if os.environ.get(MIRROR_ENV):
+        return os.environ[MIRROR_ENV]
+    for uri in _mirrors_from_sources(suite):
+        if uri.startswith(("http://", "https://", "file:/")):
+            return uri.rstrip("/")
+    raise ImageBuildError(
+        f"step 'mirror': no apt source for Debian {suite} in /etc/apt/sources.list(.d); "
+        f"set {MIRROR_ENV}=<debian mirror URL> or pass --base-image python:3.11-slim"
+    )
+
+
+# ---------------------------------------------------------------- hashing
+
+
+def base_recipe(mirror: str) -> dict[str, Any]:
+    """Everything that decides the content of the base image."""
+    return {
+        "version": RECIPE_VERSION,
+        "suite": SUITE,
+        "variant": VARIANT,
+        "include": ",".join(INCLUDE),
+        "mirror": mirror,
+        "script": hashlib.sha256(BUILD_SCRIPT.read_bytes()).hexdigest(),
+    }
+
+
+def base_tag(recipe: dict[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
+    return f"{BASE_REPO}:{digest[:12]}"
+
+
+def _broker_files() -> list[tuple[str, bytes]]:
+    """(path in the build context, content) for the Dockerfile and broker/, sorted."""
+    files = [("Dockerfile", DOCKERFILE.read_bytes())]
+    for path in sorted(BROKER_DIR.rglob("*")):
+        rel = path.relative_to(BROKER_DIR)
+        if not path.is_file() or "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo"):
+            continue
+        files.append((f"broker/{rel.as_posix()}", path.read_bytes()))
+    return files
+
+
+def broker_tag(files: list[tuple[str, bytes]], base_id: str) -> str:
+    h = hashlib.sha256(base_id.encode())
+    for name, data in files:
+        h.update(f"\0{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return f"{BROKER_REPO}:{h.hexdigest()[:12]}"
+
+
+def _context_tar(files: list[tuple[str, bytes]]) -> io.BytesIO:
+    """The build context as a tarball: exactly the hashed files, nothing from the
+    working tree (no .git, runs/, caches) can slip in."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 1_600_000_000  # fixed: the context depends on content only
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+# ---------------------------------------------------------------- building
+
+
+def _image_id(client: docker.client.DockerClient, ref: str) -> str | None:
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as e:
+        raise DockerUnavailable(f"Docker engine error looking up image {ref}: {e}") from e
+
+
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    # Two runs starting at once (parallel CI jobs) must not both debootstrap.
+    path = Path(tempfile.gettempdir()) / "isrlab-docker-images.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _is_stage_line(line: str) -> bool:
+    # debootstrap prints one I: line per package per phase (hundreds); keep the phase
+    # lines and anything that is not plain per-package chatter.
+    words = line.split()
+    per_package = (
+        len(words) in (3, 4)
+        and words[0] == "I:"
+        and words[1] in ("Retrieving", "Validating", "Extracting", "Unpacking", "Configuring")
+        and words[2] not in ("InRelease", "Release", "Packages")
+        and (len(words) == 3 or not line.endswith("..."))
+    )
+    return bool(line) and not per_package
+
+
+def _run_build_script(mirror: str, out: Path, progress: Progress, quiet: bool) -> None:
+    if shutil.which("debootstrap") is None:
+        raise ImageBuildError(
+            "step 'debootstrap': debootstrap is not installed "
+            "(apt-get install -y debootstrap), or pass --base-image python:3.11-slim"
+        )
+    if os.geteuid() != 0:
+        raise ImageBuildError(
+            "step 'debootstrap': building the base image needs root (debootstrap), "
+            "or pass --base-image python:3.11-slim"
+        )
+    cmd = ["sh", str(BUILD_SCRIPT), SUITE, mirror, ",".join(INCLUDE), str(out)]
+    step = "start"
+    tail: deque[str] = deque(maxlen=20)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip()
+            tail.append(line)
+            if line.startswith("==> step: "):
+                step = line[len("==> step: ") :].split(" ", 1)[0]
+            if not quiet and _is_stage_line(line):
+                progress(f"[base] {line}")
+        rc = proc.wait()
+    except BaseException:
+        proc.terminate()  # the script's trap unmounts and deletes its rootfs
+        proc.wait()
+        raise
+    if rc != 0:
+        errors = [t for t in tail if t.startswith("E:")]
+        detail = errors[-1] if errors else next((t for t in reversed(tail) if t), "")
+        raise ImageBuildError(
+            f"base image build failed at step '{step}' (exit {rc}): {detail[:300]}"
+        )
+
+
+def ensure_base_image(
+    client: docker.client.DockerClient, progress: Progress = _eprint, quiet: bool = False
+) -> str:
+    """The debootstrap base image tag, building it if no image has that tag."""
+    mirror = debian_mirror()
+    recipe = base_recipe(mirror)
+    tag = base_tag(recipe)
+    if _image_id(client, tag):
+        return tag
+    if not quiet:
+        progress(f"[base] building {tag} from {mirror} (debootstrap {SUITE}, ~1-2 min)")
+    with tempfile.TemporaryDirectory(prefix="isrlab-base-", dir="/var/tmp") as tmp:
+        out = Path(tmp) / "rootfs.tar"
+        _run_build_script(mirror, out, progress, quiet)
+        if not quiet:
+            progress(f"[base] ==> step: import ({tag})")
+        repo, _, version = tag.partition(":")
+        labels = {LABEL_IMAGE: "base", LABEL_HASH: version, "isrlab.recipe": json.dumps(recipe)}
+        changes = [f"LABEL {k}={json.dumps(v)}" for k, v in labels.items()]
+        changes += ["ENV LANG=C.UTF-8", 'CMD ["/bin/sh"]']
+        try:
+            client.api.import_image(src=str(out), repository=repo, tag=version, changes=changes)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+            raise ImageBuildError(f"base image build failed at step 'import': {e}") from e
+    if not _image_id(client, tag):
+        raise ImageBuildError(f"base image build failed at step 'import': {tag} not found after")
+    return tag
+
+
+def _pull_base(
+    client: docker.client.DockerClient, ref: str, progress: Progress, quiet: bool
+) -> str:
+    if _image_id(client, ref):
+        return ref
+    if not quiet:
+        progress(f"[base] pulling {ref}")
+    try:
+        client.images.pull(ref)
+    except docker.errors.DockerException as e:
+        raise ImageBuildError(
+            f"base image {ref} is not present and could not be pulled ({e}); "
+            "omit --base-image to build the offline debootstrap base"
+        ) from e
+    return ref
+
+
+def ensure_broker_image(
+    client: docker.client.DockerClient,
+    base_ref: str,
+    progress: Progress = _eprint,
+    quiet: bool = False,
+) -> str:
+    """The broker image tag for the current broker/ sources on `base_ref`, built if
+    missing."""
+    base_id = _image_id(client, base_ref)
+    if base_id is None:
+        raise ImageBuildError(f"base image {base_ref} is missing")
+    files = _broker_files()
+    tag = broker_tag(files, base_id)
+    if _image_id(client, tag):
+        return tag
+    if not quiet:
+        progress(f"[broker] building {tag} on {base_ref}")
+    repo, _, version = tag.partition(":")
+    tail: deque[str] = deque(maxlen=20)
+    step, error = "context", None
+    try:
+        for chunk in client.api.build(
+            fileobj=_context_tar(files),
+            custom_context=True,
+            tag=tag,
+            buildargs={"BASE_IMAGE": base_ref},
+            # Only the label that changes with the sources: the Dockerfile sets the
+            # others before its COPY, where they stay cached.
+            labels={LABEL_HASH: version},
+            rm=True,
+            forcerm=True,  # no intermediate containers left behind, even on failure
+            pull=False,
+            decode=True,
+            timeout=900,
+        ):
+            for line in str(chunk.get("stream", "")).splitlines():
+                line = line.rstrip()
+                if line:
+                    tail.append(line)
+                if line.startswith("Step "):
+                    step = line
+                    if not quiet:
+                        progress(f"[broker] {line[:120]}")
+            if "error" in chunk:
+                error = str(chunk["error"])
+    except docker.errors.DockerException as e:
+        error = str(e)
+    if error is not None:
+        # The daemon's error only says "returned a non-zero code"; the cause (say, the
+        # compileall lines naming a broken file) is the end of the failed step's output.
+        lines = list(tail)
+        starts = [i for i, t in enumerate(lines) if t.startswith("Step ")]
+        noise = (" ---> ", "---> ", "Removing intermediate")
+        out = [t.strip() for t in lines[starts[-1] + 1 if starts else 0 :]
+               if not t.startswith(noise) and t.strip() and t not in error]
+        cause = " / ".join(out[-4:])
+        detail = f"{error[:300]} ({cause[:300]})" if cause else error[:300]
+        raise ImageBuildError(f"broker image build failed at '{step[:80]}': {detail}")
+    if not _image_id(client, tag):
+        raise ImageBuildError(f"broker image build finished but {tag} is missing")
+    return tag
+
+
+def ensure_images(
+    base_image: str | None = None,
+    progress: Progress = _eprint,
+    quiet: bool = False,
+) -> str:
+    """Build whatever is missing and return the broker image tag.
+
+    `base_image=None` uses the offline debootstrap base; any other value (e.g.
+    "python:3.11-slim") is used as the base, pulled if not present. Progress lines go
+    to `progress` (stderr by default) unless `quiet`.
+    """
+    client = docker_client()
+    try:
+        with _build_lock():
+            if base_image is None:
+                base_ref = ensure_base_image(client, progress, quiet)
+            else:
+                base_ref = _pull_base(client, base_image, progress, quiet)
+            return ensure_broker_image(client, base_ref, progress, quiet)
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------- cleanup
+
+
+def clean_leftovers(
+    run_id: str | None = None, client: docker.client.DockerClient | None = None
+) -> dict[str, int]:
+    """Remove containers, then networks, then volumes labelled `isrlab.run` (any run, or
+    only `run_id`). Returns how many of each were removed. Images are kept: they are a
+    cache, not a leftover."""
+    own = client is None
+    client = client or docker_client()
+    label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
+    filters = {"label": label}
+    removed = {"containers": 0, "networks": 0, "volumes": 0}
+    errors: list[str] = []
+    try:
+        for c in client.containers.list(all=True, filters=filters):
+            try:
+                if c.status == "paused":
+                    c.unpause()  # a frozen container cannot be killed on older engines
+                c.remove(force=True)
+                removed["containers"] += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                errors.append(f"container {c.name}: {e}")
+        for n in client.networks.list(filters=filters):
+            try:
+                n.remove()
+                removed["networks"] += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                errors.append(f"network {n.name}: {e}")
+        for v in client.volumes.list(filters=filters):
+            try:
+                v.remove(force=True)
+                removed["volumes"] += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                errors.append(f"volume {v.name}: {e}")
+    finally:
+        if own:
+            client.close()
+    if errors:
+        raise DockerImageError(f"could not remove {len(errors)} isrlab objects: {errors[0]}")
+    return removed
+
+
+def prune_images(
+    base_image: str | None = None, client: docker.client.DockerClient | None = None
+) -> list[str]:
+    """Remove broker images other than the one for the current sources (every broker
+    edit leaves one behind; each is only a small layer on the base, but they add up).
+    Base images are kept: they take a debootstrap to rebuild. Images a container
+    still uses are skipped. Returns the removed tags."""
+    own = client is None
+    client = client or docker_client()
+    removed: list[str] = []
+    try:
+        current = None
+        base_ref = base_image or base_tag(base_recipe(debian_mirror()))
+        base_id = _image_id(client, base_ref)
+        if base_id is not None:
+            current = broker_tag(_broker_files(), base_id)
+        for image in client.images.list(filters={"label": f"{LABEL_IMAGE}=broker"}):
+            for tag in image.tags:
+                if tag == current or not tag.startswith(f"{BROKER_REPO}:"):
+                    continue
+                try:
+                    client.images.remove(tag)
+                    removed.append(tag)
+                except docker.errors.APIError:
+                    pass  # in use by a container (a running or crashed run)
+    finally:
+        if own:
+            client.close()
+    return removed
+
+
+# ---------------------------------------------------------------- manual use
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.docker_image build|clean` until the CLI grows `isrlab docker`."""
+    parser = argparse.ArgumentParser(prog="python -m harness.docker_image")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the base and broker images if missing")
+    b.add_argument("--base-image", default=None, help="e.g. python:3.11-slim")
+    b.add_argument("-q", "--quiet", action="store_true")
+    c = sub.add_parser("clean", help="remove everything labelled isrlab.run")
+    c.add_argument("--images", action="store_true", help="also remove stale broker images")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "build":
+            print(ensure_images(args.base_image, quiet=args.quiet))
+        else:
+            removed = clean_leftovers()
+            line = ", ".join(f"{v} {k}" for k, v in removed.items())
+            if args.images:
+                line += f", {len(prune_images())} stale broker images"
+            print(line + " removed")
+    except DockerImageError as e:
+        print(f"isrlab: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""The events collector: protocol events of every process into events.jsonl.
+
+A background thread asks the controller and every reachable broker for
+`events` since its cursor every ~30 ms. Cursors count per process incarnation:
+a restart always breaks the collector's connection, and after any broken
+connection the collector asks `status` for the incarnation first and starts
+from 0 when it changed. Times become ns since the run started, on the history's
+axis. Waits in scenario steps read the in-memory copy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker.wire import Connection, WireError
+from harness.backends.base import Backend
+from workloads.history import RunClock
+
+
+@dataclass
+class _Cursor:
+    conn: Connection | None = None
+    incarnation: str | None = None
+    since: int = 0
+
+
+class EventsCollector:
+    def __init__(self, backend: Backend, clock: RunClock, path: Path,
+                 interval: float = 0.03) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.path = path
+        self.interval = interval
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
+        self._cursors: dict[str, _Cursor] = {}
+        self._poll_lock = threading.Lock()  # one poll at a time: thread vs drain()
+        self._events: list[dict[str, Any]] = []
+        self._events_lock = threading.Condition()
+        self._stop_event = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread after one last poll of every reachable node."""
+        if self._thread.is_alive():
+            self._stop_event.set()
+            self._thread.join(timeout=10)
+        self.poll_all()
+        with self._poll_lock:
+            for cur in self._cursors.values():
+                if cur.conn is not None:
+                    cur.conn.close()
+            if not self._file.closed:
+                self._file.close()
+
+    def _run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.poll_all()
+
+    # -- polling -----------------------------------------------------------
+
+    def poll_all(self) -> None:
+        for node in self.backend.nodes:
+            self.drain(node)
+
+    def drain(self, node: str) -> None:
+        """Collect everything `node` has now (the nemesis calls this before a kill
+        so a process's last events are not lost with it)."""
+        if not self.backend.is_reachable(node):
+            return
+        with self._poll_lock:
+            if self._file.closed:
+                return
+            cur = self._cursors.setdefault(node, _Cursor())
+            try:
+                self._poll(node, cur)
+            except WireError:
+                if cur.conn is not None:
+                    cur.conn.close()
+                cur.conn = None
+
+    def _poll(self, node: str, cur: _Cursor) -> None:
+        if cur.conn is None:
+            cur.conn = Connection(self.backend.address(node), timeout=0.5)
+            status = cur.conn.request({"type": "status"})
+            incarnation = status.get("incarnation")
+            if incarnation != cur.incarnation:
+                cur.incarnation, cur.since = incarnation, 0
+        while True:
+            reply = cur.conn.request({"type": "events", "since": cur.since})
+            if reply.get("error") is not None:
+                raise WireError(f"events on {node}: {reply['error']}")
+            if cur.incarnation is None and reply.get("next", cur.since) < cur.since:
+                # A process whose status names no incarnation restarted: its event
+                # numbering began again (best effort; an incarnation is exact).
+                cur.since = 0
+                continue
+            events = reply.get("events", [])
+            if events:
+                self._record(node, cur.incarnation, events)
+            nxt = reply.get("next", cur.since + len(events))
+            if not events or nxt == cur.since:
+                return
+            cur.since = nxt
+
+    def _record(self, node: str, incarnation: str | None, events: list[dict]) -> None:
+        out = []
+        for ev in events:
+            ev = dict(ev)
+            unix = ev.get("time")
+            if isinstance(unix, int):
+                ev["unix_ns"] = unix
+                ev["time"] = self.clock.from_unix(unix)
+            ev["node"] = ev.get("node") or node
+            ev["incarnation"] = incarnation
+            out.append(ev)
+        for ev in out:
+            self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
+        self._file.flush()
+        with self._events_lock:
+            self._events.extend(out)
+            self._events_lock.notify_all()
+
+    # -- queries -----------------------------------------------------------
+
+    def events(self, predicate: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
+        with self._events_lock:
+            evs = list(self._events)
+        return evs if predicate is None else [e for e in evs if predicate(e)]
+
+    def count(self) -> int:
+        with self._events_lock:
+            return len(self._events)

@@ -1,0 +1,77 @@
+"""Last-resort cleanup of child process groups.
+
+Backends stop what they started in their own `teardown()` (the normal finally
+path). This module is the safety net behind it: every process group a backend
+starts is registered here, and an atexit hook SIGKILLs whatever is still
+registered, so an exception escaping teardown, or a second Ctrl-C during it,
+still leaves no broker behind. Signal handlers turn SIGTERM/SIGHUP into an
+exception so the finally paths run exactly as for Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+from types import FrameType
+
+from harness.errors import Interrupted
+
+_lock = threading.Lock()
+_groups: set[int] = set()
+_installed = False
+
+
+def register(pgid: int) -> None:
+    with _lock:
+        _groups.add(pgid)
+
+
+def unregister(pgid: int) -> None:
+    with _lock:
+        _groups.discard(pgid)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGCONT then SIGKILL a whole group; a stopped process must be able to die."""
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+
+
+def kill_all() -> None:
+    with _lock:
+        groups = list(_groups)
+        _groups.clear()
+    for pgid in groups:
+        kill_group(pgid)
+
+
+atexit.register(kill_all)
+
+_signalled = False
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    global _signalled
+    # Only the first signal raises: a second one during teardown must not
+    # interrupt the cleanup it would otherwise be asking for.
+    if _signalled:
+        return
+    _signalled = True
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Interrupted(f"interrupted by {signal.Signals(signum).name}; run incomplete")
+
+
+def install_signal_handlers() -> None:
+    """Route SIGINT/SIGTERM/SIGHUP into exceptions (main thread only)."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    _installed = True

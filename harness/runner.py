@@ -1,0 +1,195 @@
+"""One run of a scenario, start to finish, writing its run directory.
+
+Order: run directory and run.json -> cluster up (controller, brokers, leaders
+known) -> events collector -> steps -> replicas collected -> teardown (always,
+in a finally) -> run.json closed. The harness never judges: checking is the
+checker's job, called by the CLI afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.backends import make_backend
+from harness.backends.base import CONTROLLER, Backend
+from harness.collect import collect_replicas
+from harness.errors import HarnessError, Interrupted, RunIncomplete
+from harness.events import EventsCollector
+from harness.observe import Observer, wait_for
+from harness.progress import Progress
+from harness.rundir import RunDir, new_run_id, utc_now
+from harness.scenario import Scenario
+from harness.steps import StepContext, StepRunner
+from nemesis.faults import FaultWindow, Nemesis
+from workloads.client import ClusterClient
+from workloads.consumer import Consumer, ConsumerThread
+from workloads.history import History, RunClock
+from workloads.producer import Producer, Values
+
+STARTUP_TIMEOUT = 30.0
+
+
+@dataclass
+class RunOptions:
+    protocol: str
+    backend: str = "local"
+    seed: int | None = None
+    runs_dir: Path = Path("runs")
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    run_dir: Path
+    error: HarnessError | None
+    elapsed: float
+
+
+def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> RunRecord:
+    """Run one scenario. A run that cannot complete (including Ctrl-C) is returned
+    with `error` set and its run directory finalized as incomplete. Raises
+    ConfigError, before creating anything, if the cluster's addresses are taken."""
+    t0 = time.monotonic()
+    seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
+    run_id = new_run_id(scenario.name, opts.protocol)
+    spec = scenario.cluster_spec(opts.protocol)
+    backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **opts.backend_options)
+    # A taken address is a configuration error: fail before anything exists.
+    backend.check_addresses()
+    run = RunDir(opts.runs_dir, run_id)
+    clock = RunClock()
+    steps = scenario.steps_for(opts.protocol)
+    run.write_meta(
+        scenario=scenario.name,
+        scenario_file=str(scenario.path),
+        description=scenario.description,
+        source=scenario.source,
+        protocol=opts.protocol,
+        backend=opts.backend,
+        seed=seed,
+        cluster={
+            "brokers": spec.brokers,
+            "addresses": {n: backend.address(n) for n in backend.nodes},
+            "topics": spec.topics,
+            "replication_factor": max(len(r) for t in spec.topics for r in t["replicas"]),
+        },
+        broker_config=spec.broker_config,
+        controller_config=spec.controller_config,
+        workload=scenario.workload,
+        nemesis=[s.as_dict() for s in steps],
+        expect=scenario.expect_for(opts.protocol),
+        started_at=utc_now(),
+        start_unix_ns=clock.start_unix_ns,
+        ended_at=None,
+        status="running",
+    )
+    progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
+                  f"on {opts.backend} (seed {seed})")
+    history = History(run.history, clock)
+    collector = EventsCollector(backend, clock, run.events)
+    nemesis = Nemesis(backend, history, before_fault=collector.drain,
+                      on_window=lambda w: _window(progress, w))
+    error: HarnessError | None = None
+    labels: dict[str, list[int]] = {}
+    consumers: list[ConsumerThread] = []
+    observer = Observer(backend, collector)
+    try:
+        backend.start_controller()
+        collector.start()
+        for node in spec.brokers:
+            backend.start(node)
+        _wait_cluster_ready(backend, observer)
+        progress.line(f"cluster up: {', '.join(f'{n}@{backend.address(n)}' for n in spec.brokers)}")
+        client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
+                                        if backend.is_reachable(n)})
+        w = scenario.workload
+        for i in range(w["consumers"]):
+            consumers.append(ConsumerThread(Consumer(client, history, 2 + i, w["topic"],
+                                                     w["partition"])))
+            consumers[-1].start()
+        ctx = StepContext(
+            backend=backend, history=history, nemesis=nemesis, observer=observer,
+            producer=Producer(client, history, 0, acks=w["acks"], timeout_ms=w["timeout_ms"],
+                              retry_ms=w["retry_ms"]),
+            consumer=Consumer(client, history, 1, w["topic"], w["partition"]),
+            values=Values(), progress=progress, labels=labels,
+        )
+        runner = StepRunner(ctx, str(scenario.path))
+        for step in steps:
+            runner.run(step)
+    except HarnessError as e:
+        error = e
+    except (KeyboardInterrupt, Interrupted) as e:
+        error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
+    except Exception as e:
+        # A harness bug: still a clean teardown and a run.json that says so; the
+        # traceback goes to logs/harness.log, not the user's terminal.
+        (run.logs / "harness.log").write_text(traceback.format_exc())
+        error = RunIncomplete(f"internal error: {type(e).__name__}: {e} "
+                              f"(traceback in {run.logs / 'harness.log'})")
+    finally:
+        observer.close()
+        for c in consumers:
+            c.stop()
+        # Replicas are collected even from a failed run: its prefix is still
+        # worth checking and reading.
+        try:
+            how = collect_replicas(backend, run)
+            progress.line("replicas collected: " + ", ".join(f"{n} ({h})"
+                                                               for n, h in how.items()))
+        except Exception as e:  # noqa: BLE001 - must not stop the teardown below
+            progress.line(f"replicas not collected: {type(e).__name__}: {e}")
+        try:
+            collector.stop()
+        finally:
+            backend.teardown()
+            backend.collect_logs(run.path)
+            history.close()
+            run.write_meta(
+                ended_at=utc_now(),
+                status="incomplete" if error else "complete",
+                error=str(error) if error else None,
+                fault_windows=[w.as_dict() for w in nemesis.windows],
+                labels=labels,
+            )
+    return RunRecord(run.run_id, run.path, error, time.monotonic() - t0)
+
+
+def _window(progress: Progress, w: FaultWindow) -> None:
+    if w.end is None:
+        progress.line(f"  fault window opens: {w.node} {w.kind} ({w.fault})")
+    else:
+        progress.line(f"  fault window closes: {w.node} was {w.kind} for "
+                      f"{(w.end - w.start) / 1e9:.2f}s")
+
+
+def _wait_cluster_ready(backend: Backend, obs: Observer) -> None:
+    """Every broker live at the controller and every replica knows its leader."""
+    last: dict[str, Any] = {}
+
+    def ready() -> bool:
+        ctrl = obs.status(CONTROLLER)
+        last["controller"] = ctrl
+        if ctrl is None or sorted(ctrl.get("live", [])) != sorted(backend.brokers):
+            return False
+        for t in backend.spec.topics:
+            for p, replicas in enumerate(t["replicas"]):
+                for node in replicas:
+                    st = obs.partition(node, t["name"], p)
+                    last[node] = st
+                    if st is None or st.get("role") not in ("leader", "follower") \
+                            or st.get("leader") is None:
+                        return False
+        return True
+
+    try:
+        wait_for(ready, STARTUP_TIMEOUT, what="the cluster to come up",
+                 last_seen=lambda: last)
+    except RunIncomplete as e:
+        raise RunIncomplete(f"cluster did not come up: {e}") from e

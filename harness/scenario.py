@@ -1,0 +1,199 @@
+"""Scenario files: loading, validation and lookup (format: scenarios/FORMAT.md).
+
+Everything that can be checked before a cluster starts is checked here, and
+every error names the file and line. The result is plain data the runner
+executes; it never touches YAML again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.config import PROTOCOLS, BrokerConfig, ControllerConfig
+from broker.config import ConfigError as BrokerConfigError
+from harness.backends.base import CONTROLLER, ClusterSpec
+from harness.errors import ConfigError
+from harness.scenario_steps import Step, parse_steps
+from harness.validate import Validator, check_topic_partition
+from harness.yamlloc import LocMap, load
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+
+ANOMALIES = (
+    "lost-write", "divergence", "inconsistent-offset", "duplicate", "uncommitted-read",
+    "aborted-read", "nonmonotonic-poll", "poll-skip", "hw-regression",
+)
+NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    path: Path
+    brokers: list[str]
+    topics: list[dict[str, Any]]
+    broker_config: dict[str, Any]
+    controller_config: dict[str, Any]
+    workload: dict[str, Any]
+    expect: dict[str, list[str]]
+    steps: list[Step]
+    source: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def cluster_spec(self, protocol: str) -> ClusterSpec:
+        return ClusterSpec(protocol=protocol, brokers=list(self.brokers), topics=self.topics,
+                           broker_config=dict(self.broker_config),
+                           controller_config=dict(self.controller_config))
+
+    def expect_for(self, protocol: str) -> list[str]:
+        return list(self.expect[protocol])
+
+    def steps_for(self, protocol: str) -> list[Step]:
+        return [s for s in self.steps if s.applies_to(protocol)]
+
+
+# -- lookup ----------------------------------------------------------------
+
+
+def list_scenarios(directory: Path = SCENARIO_DIR) -> list[Scenario]:
+    return [load_scenario(p) for p in sorted(directory.glob("*.yaml"))]
+
+
+def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
+    """A path if it looks like one (has a / or ends in .yaml/.yml), else a shipped name."""
+    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ConfigError(f"no scenario file {name_or_path}")
+        return path
+    path = directory / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in sorted(directory.glob("*.yaml")))
+        raise ConfigError(f"unknown scenario {name_or_path!r}; known: {known}")
+    return path
+
+
+# -- validation --------------------------------------------------------------
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Load and validate one scenario file; raises ScenarioError (exit 2)."""
+    v = Validator(path)
+    doc = v.mapping(load(path), 1, "a scenario file")
+    top = ("name", "description", "source", "cluster", "broker", "controller", "workload",
+           "expect", "steps")
+    v.keys(doc, top, "the scenario", required=("name", "description", "cluster", "expect",
+                                                "steps"))
+    name = v.string(doc["name"], doc.line_of("name"), "name")
+    description = v.string(doc["description"], doc.line_of("description"), "description")
+    source = doc.get("source")
+    if source is not None:
+        source = v.string(source, doc.line_of("source"), "source")
+
+    brokers, topics = _cluster(v, doc)
+    broker_config = _config(v, doc, "broker", BrokerConfig)
+    controller_config = _config(v, doc, "controller", ControllerConfig)
+    workload = _workload(v, doc, topics)
+    expect = _expect(v, doc)
+    steps = parse_steps(v, doc, brokers, topics, workload)
+    return Scenario(name=name, description=description.strip().splitlines()[0], path=path,
+                    brokers=brokers, topics=topics, broker_config=broker_config,
+                    controller_config=controller_config, workload=workload, expect=expect,
+                    steps=steps, source=source)
+
+
+def _cluster(v: Validator, doc: LocMap) -> tuple[list[str], list[dict[str, Any]]]:
+    c = v.mapping(doc["cluster"], doc.line_of("cluster"), "cluster")
+    v.keys(c, ("brokers", "topics"), "cluster", required=("brokers", "topics"))
+    bl = v.seq(c["brokers"], c.line_of("brokers"), "cluster.brokers")
+    brokers: list[str] = []
+    for i, b in enumerate(bl):
+        if not isinstance(b, str) or not NODE_NAME.match(b) or b == CONTROLLER:
+            raise v.err(bl.line_of(i), f"broker name {b!r} must be a word like A or b1")
+        if b in brokers:
+            raise v.err(bl.line_of(i), f"broker {b!r} listed twice")
+        brokers.append(b)
+    if not brokers:
+        raise v.err(bl.line, "cluster.brokers must not be empty")
+    tl = v.seq(c["topics"], c.line_of("topics"), "cluster.topics")
+    topics: list[dict[str, Any]] = []
+    for i, t in enumerate(tl):
+        t = v.mapping(t, tl.line_of(i), "a topic")
+        v.keys(t, ("name", "partitions", "replicas"), "a topic", required=("name", "replicas"))
+        tname = v.string(t["name"], t.line_of("name"), "topic name")
+        reps = v.seq(t["replicas"], t.line_of("replicas"), "replicas")
+        count = v.integer(t.get("partitions", len(reps)), t.line_of("partitions"),
+                          "partitions", 1)
+        if len(reps) != count:
+            raise v.err(t.line_of("replicas"),
+                        f"topic {tname!r} has {count} partition(s) but {len(reps)} replica "
+                        f"list(s); give one list per partition")
+        replicas = []
+        for j, r in enumerate(reps):
+            r = v.nodes(r, reps.line_of(j), brokers, f"replicas of {tname}/{j}")
+            if len(set(r)) != len(r):
+                raise v.err(reps.line_of(j), f"replicas of {tname}/{j} repeat a broker")
+            replicas.append(r)
+        topics.append({"name": tname, "partitions": count, "replicas": replicas})
+    if not topics:
+        raise v.err(tl.line, "cluster.topics must not be empty")
+    return brokers, topics
+
+
+def _config(v: Validator, doc: LocMap, key: str, cls: type) -> dict[str, Any]:
+    raw = doc.get(key)
+    if raw is None:
+        return {}
+    m = v.mapping(raw, doc.line_of(key), key)
+    for k, value in m.items():
+        try:
+            cls.from_dict({k: value})  # the broker's own validation, one key at a time
+        except BrokerConfigError as e:
+            raise v.err(m.line_of(k), str(e)) from None
+    return dict(m)
+
+
+def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[str, Any]:
+    raw = doc.get("workload")
+    m = v.mapping(raw, doc.line_of("workload"), "workload") if raw is not None else LocMap()
+    if raw is None:
+        m.line, m.key_lines = doc.line, {}
+    v.keys(m, ("acks", "timeout_ms", "retry_ms", "topic", "partition", "consumers"),
+           "workload")
+    w = {
+        "acks": v.acks(m.get("acks", "all"), m.line_of("acks")),
+        "timeout_ms": v.integer(m.get("timeout_ms", 5000), m.line_of("timeout_ms"),
+                                "timeout_ms", 1),
+        "retry_ms": v.integer(m.get("retry_ms", 10000), m.line_of("retry_ms"), "retry_ms", 0),
+        "topic": m.get("topic", topics[0]["name"]),
+        "partition": v.integer(m.get("partition", 0), m.line_of("partition"), "partition"),
+        "consumers": v.integer(m.get("consumers", 0), m.line_of("consumers"), "consumers"),
+    }
+    check_topic_partition(v, m.line_of("topic"), topics, w["topic"], w["partition"])
+    return w
+
+
+def _expect(v: Validator, doc: LocMap) -> dict[str, list[str]]:
+    m = v.mapping(doc["expect"], doc.line_of("expect"), "expect")
+    out: dict[str, list[str]] = {}
+    for k, kinds in m.items():
+        if k not in PROTOCOLS:
+            raise v.err(m.line_of(k), f"unknown protocol version {k!r} in expect; "
+                                      f"known: {', '.join(PROTOCOLS)} (quote them)")
+        kinds = [] if kinds is None else v.seq(kinds, m.line_of(k), f"expect {k}")
+        for kind in kinds:
+            if kind not in ANOMALIES:
+                raise v.err(m.line_of(k), f"unknown anomaly {kind!r}; known: "
+                                          f"{', '.join(ANOMALIES)}")
+        out[k] = list(kinds)
+    missing = [p for p in PROTOCOLS if p not in out]
+    if missing:
+        raise v.err(doc.line_of("expect"), f"expect must list every protocol version; missing: "
+                            f"{', '.join(missing)} (use [] for none)")
+    return out
+
+

@@ -1,0 +1,220 @@
+"""Scenario steps: the Step model and the validation of each step kind
+(format: scenarios/FORMAT.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config import PROTOCOLS
+from harness.validate import Validator, check_topic_partition, empty_map
+from harness.yamlloc import LocMap, LocSeq
+from nemesis.faults import NETWORK_FAULTS, PROCESS_FAULTS
+
+ADMIN_OPS = ("flush", "checkpoint-hw")
+OUTCOMES = ("ok", "fail", "info", "any")
+STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", *PROCESS_FAULTS)
+STEP_MODIFIERS = ("protocols", "note")
+# Broker status fields a wait may test; the controller's status has a subset
+# (leader, leader_epoch, isr, partition_epoch).
+STATUS_FIELDS = ("role", "leader", "leader_epoch", "leo", "hw", "hw_checkpoint", "isr",
+                 "state", "fsynced_leo", "epoch_cache", "partition_epoch")
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "same-as")
+SINCE = ("action", "step", "run")
+DEFAULT_WAIT_TIMEOUT = 30.0
+DEFAULT_FINAL_TIMEOUT = 60.0
+
+
+@dataclass
+class Step:
+    index: int  # 1-based position in the file
+    kind: str
+    args: dict[str, Any]
+    line: int
+    protocols: list[str] | None = None
+    note: str | None = None
+
+    def applies_to(self, protocol: str) -> bool:
+        return self.protocols is None or protocol in self.protocols
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"step": self.index, "line": self.line, "kind": self.kind,
+                             "args": self.args}
+        if self.protocols is not None:
+            d["protocols"] = self.protocols
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    def describe(self) -> str:
+        a = self.args
+        if self.kind in PROCESS_FAULTS:
+            return f"{self.kind} {', '.join(a['nodes'])}"
+        if self.kind == "produce":
+            label = f" {a['label']}" if a.get("label") else ""
+            return f"produce {a['n']}{label} (acks {a['acks']}, expect {a['expect']})"
+        if self.kind == "admin":
+            return f"admin {a['op']} on {', '.join(a['nodes'])}"
+        if self.kind == "wait":
+            conds = " ".join(f"{k}={_show(v)}" for k, v in a["conditions"].items())
+            if a.get("event"):
+                return f"wait for event {a['event']} on {a['node']} {conds}".rstrip()
+            return f"wait for {a['node']} {conds}"
+        if self.kind == "consume":
+            return f"consume {a['n']} poll(s)"
+        return self.kind
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, dict):
+        (op, x), = v.items()
+        return f"{op}:{x}"
+    return str(v)
+
+
+def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict[str, Any]],
+           workload: dict[str, Any]) -> list[Step]:
+    sl = v.seq(doc["steps"], doc.line_of("steps"), "steps")
+    if not sl:
+        raise v.err(sl.line, "steps must not be empty")
+    steps = []
+    for i, raw in enumerate(sl):
+        line = sl.line_of(i)
+        if isinstance(raw, str):
+            raw_map = LocMap({raw: None})
+            raw_map.line, raw_map.key_lines = line, {raw: line}
+            raw = raw_map
+        m = v.mapping(raw, line, "a step")
+        kinds = [k for k in m if k not in STEP_MODIFIERS]
+        for k in kinds:
+            if k in NETWORK_FAULTS:
+                raise v.err(m.line_of(k), f"{k} steps are not available yet (issue 4)")
+            if k not in STEP_KINDS:
+                raise v.err(m.line_of(k), f"unknown step {k!r}; known: "
+                                          f"{', '.join(STEP_KINDS)}")
+        if len(kinds) != 1:
+            raise v.err(line, f"a step has exactly one kind, found {len(kinds)}: "
+                              f"{', '.join(kinds) or 'none'}")
+        kind = kinds[0]
+        protocols = None
+        if "protocols" in m:
+            pl = v.seq(m["protocols"], m.line_of("protocols"), "protocols")
+            for p in pl:
+                if p not in PROTOCOLS:
+                    raise v.err(m.line_of("protocols"), f"unknown protocol version {p!r}")
+            protocols = list(pl)
+        note = m.get("note")
+        args = _step_args(v, kind, m[kind], m.line_of(kind), brokers, topics, workload)
+        steps.append(Step(index=i + 1, kind=kind, args=args, line=line, protocols=protocols,
+                          note=note if isinstance(note, str) else None))
+    return steps
+
+
+def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
+               topics: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
+    if kind in PROCESS_FAULTS:
+        return {"nodes": v.nodes(raw, line, brokers, kind)}
+    if kind == "final-read":
+        m = v.mapping(raw if raw is not None else empty_map(line), line, "final-read")
+        v.keys(m, ("timeout", "heal"), "final-read")
+        heal = m.get("heal", True)
+        if not isinstance(heal, bool):
+            raise v.err(m.line_of("heal"), "heal must be true or false")
+        return {"timeout": v.seconds(m.get("timeout", DEFAULT_FINAL_TIMEOUT),
+                                     m.line_of("timeout"), "timeout"), "heal": heal}
+    if kind == "produce":
+        if raw is None or isinstance(raw, int) and not isinstance(raw, bool):
+            m = empty_map(line)
+            if raw is not None:
+                m["n"] = raw
+        else:
+            m = v.mapping(raw, line, "produce")
+        v.keys(m, ("n", "label", "acks", "expect", "topic", "partition"), "produce")
+        expect = m.get("expect", "ok")
+        if expect not in OUTCOMES:
+            raise v.err(m.line_of("expect"), f"expect must be one of {', '.join(OUTCOMES)}")
+        label = m.get("label")
+        if label is not None:
+            label = v.string(str(label), m.line_of("label"), "label")
+        args = {
+            "n": v.integer(m.get("n", 1), m.line_of("n"), "n", 1),
+            "label": label,
+            "acks": v.acks(m.get("acks", workload["acks"]), m.line_of("acks")),
+            "expect": expect,
+            "topic": m.get("topic", workload["topic"]),
+            "partition": m.get("partition", workload["partition"]),
+        }
+        check_topic_partition(v, m.line_of("topic"), topics, args["topic"], args["partition"])
+        return args
+    if kind == "consume":
+        m = v.mapping(raw if raw is not None else empty_map(line), line, "consume")
+        v.keys(m, ("n",), "consume")
+        return {"n": v.integer(m.get("n", 1), m.line_of("n"), "n", 1)}
+    if kind == "admin":
+        m = v.mapping(raw, line, "admin")
+        v.keys(m, ("op", "node"), "admin", required=("op", "node"))
+        if m["op"] not in ADMIN_OPS:
+            raise v.err(m.line_of("op"), f"admin op must be one of {', '.join(ADMIN_OPS)}")
+        return {"op": m["op"], "nodes": v.nodes(m["node"], m.line_of("node"), brokers, "node")}
+    assert kind == "wait"
+    return _wait_args(v, v.mapping(raw, line, "wait"), brokers, topics, workload)
+
+
+def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[str, Any]],
+               workload: dict[str, Any]) -> dict[str, Any]:
+    if "node" not in m:
+        raise v.err(m.line, "wait needs a node (a broker or controller)")
+    node = v.nodes(m["node"], m.line_of("node"), brokers, "node", allow_controller=True)
+    if len(node) != 1:
+        raise v.err(m.line_of("node"), "wait takes one node")
+    event = m.get("event")
+    if event is not None:
+        event = v.string(event, m.line_of("event"), "event")
+    since = m.get("since", "action")
+    if since not in SINCE:
+        raise v.err(m.line_of("since"), f"since must be one of {', '.join(SINCE)}")
+    if "since" in m and event is None:
+        raise v.err(m.line_of("since"), "since applies to event waits only")
+    args: dict[str, Any] = {
+        "node": node[0],
+        "event": event,
+        "since": since,
+        "timeout": v.seconds(m.get("timeout", DEFAULT_WAIT_TIMEOUT), m.line_of("timeout"),
+                             "timeout"),
+    }
+    conditions: dict[str, Any] = {}
+    for k, value in m.items():
+        if k in ("node", "event", "since", "timeout"):
+            continue
+        if event is not None:
+            # Event waits match fields of the event exactly (topic/partition too).
+            if isinstance(value, (dict, list)):
+                raise v.err(m.line_of(k), f"event field {k!r} must be a plain value")
+            conditions[k] = value
+            continue
+        if k in ("topic", "partition"):
+            continue
+        if k not in STATUS_FIELDS:
+            raise v.err(m.line_of(k), f"unknown status field {k!r}; known: "
+                                      f"{', '.join(STATUS_FIELDS)}")
+        if isinstance(value, LocMap):
+            if len(value) != 1 or next(iter(value)) not in COMPARISONS:
+                raise v.err(m.line_of(k), f"a comparison is one of "
+                                          f"{', '.join(COMPARISONS)}, e.g. {{ge: 2}}")
+            (op, x), = value.items()
+            if op == "same-as":
+                v.nodes(x, m.line_of(k), brokers, "same-as", allow_controller=True)
+            elif op in ("lt", "le", "gt", "ge"):
+                v.integer(x, m.line_of(k), f"{k} {op}", minimum=-1)
+            value = {op: x}
+        elif isinstance(value, LocSeq):
+            value = list(value)
+        conditions[k] = value
+    if event is None:
+        args["topic"] = m.get("topic", workload["topic"])
+        args["partition"] = m.get("partition", workload["partition"])
+        check_topic_partition(v, m.line_of("topic"), topics, args["topic"], args["partition"])
+        if not conditions:
+            raise v.err(m.line, "wait needs an event or at least one status field")
+    args["conditions"] = conditions
+    return args

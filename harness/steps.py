@@ -1,0 +1,203 @@
+"""Executing scenario steps against a running cluster.
+
+Each step kind has one method. Waits poll observable state (observe.py); an
+event wait sees only events since its anchor, by default the start of the most
+recent non-wait step: the action whose consequence it waits for. That keeps a
+wait from matching an older event of the same shape (scenario 3 elects B twice)
+while still seeing an event that happened before the wait began.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness import admin
+from harness.backends.base import CONTROLLER, Backend
+from harness.errors import RunIncomplete
+from harness.observe import Observer, wait_for
+from harness.progress import Progress
+from harness.scenario_steps import Step
+from nemesis.faults import PROCESS_FAULTS, Nemesis
+from workloads.consumer import Consumer, FinalReadError, final_read
+from workloads.history import History
+from workloads.producer import Producer, Values
+
+_COMPARE = {
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a is not None and a < b,
+    "le": lambda a, b: a is not None and a <= b,
+    "gt": lambda a, b: a is not None and a > b,
+    "ge": lambda a, b: a is not None and a >= b,
+}
+
+
+def _same(field_name: str, a: Any, b: Any) -> bool:
+    if field_name == "isr" and isinstance(a, list) and isinstance(b, list):
+        return sorted(a) == sorted(b)  # the ISR is a set
+    return a == b
+
+
+@dataclass
+class StepContext:
+    backend: Backend
+    history: History
+    nemesis: Nemesis
+    observer: Observer
+    producer: Producer
+    consumer: Consumer
+    values: Values
+    progress: Progress
+    labels: dict[str, list[int]] = field(default_factory=dict)
+    action_started: int = 0  # ns since run start of the latest non-wait step
+
+
+class StepRunner:
+    def __init__(self, ctx: StepContext, where: str) -> None:
+        self.ctx = ctx
+        self.where = where  # the scenario file, for error messages
+
+    def run(self, step: Step) -> None:
+        ctx = self.ctx
+        started = ctx.history.clock.now()
+        if step.kind != "wait":
+            ctx.action_started = started
+        ctx.progress.line(f"step {step.index} (line {step.line}): {step.describe()}")
+        try:
+            if step.kind in PROCESS_FAULTS:
+                ctx.nemesis.invoke(step.kind, step.args["nodes"])
+            else:
+                getattr(self, "_" + step.kind.replace("-", "_"))(step, started)
+        except RunIncomplete as e:
+            raise RunIncomplete(f"{self.where}:{step.line}: step {step.index} "
+                                f"({step.describe()}): {e}") from e
+
+    # -- workload ----------------------------------------------------------
+
+    def _produce(self, step: Step, started: int) -> None:
+        a, ctx = step.args, self.ctx
+        for _ in range(a["n"]):
+            value = ctx.values.next()
+            if a["label"]:
+                ctx.labels.setdefault(a["label"], []).append(value)
+            op = ctx.producer.send(a["topic"], a["partition"], value, acks=a["acks"],
+                                   label=a["label"])
+            detail = f"offset {op['offset']}" if "offset" in op else op.get("error", "")
+            ctx.progress.line(f"  send {value} -> {op['type']} {detail}".rstrip())
+            if a["expect"] != "any" and op["type"] != a["expect"]:
+                raise RunIncomplete(f"send {value} expected {a['expect']}, got {op['type']}"
+                                    f" ({op.get('error', 'no error')})")
+
+    def _consume(self, step: Step, started: int) -> None:
+        for _ in range(step.args["n"]):
+            op = self.ctx.consumer.poll()
+            self.ctx.progress.line(f"  poll -> {op['type']} {len(op.get('records', []))} "
+                                   f"record(s), hw {op.get('hw')}")
+
+    def _admin(self, step: Step, started: int) -> None:
+        for node in step.args["nodes"]:
+            if not self.ctx.backend.is_reachable(node):
+                raise RunIncomplete(f"{node} is not running")
+            admin.command(node, self.ctx.backend.address(node), step.args["op"])
+
+    # -- waits -------------------------------------------------------------
+
+    def _wait(self, step: Step, started: int) -> None:
+        a = step.args
+        if a["event"] is not None:
+            since = {"action": self.ctx.action_started, "step": started, "run": None}[a["since"]]
+            ev = wait_for(
+                lambda: self.ctx.observer.events(node=a["node"], type=a["event"], since=since,
+                                                 match=a["conditions"]),
+                a["timeout"],
+                what=f"event {a['event']} on {a['node']} with {a['conditions']}",
+                last_seen=lambda: self._recent_events(a["node"], since),
+            )
+            self.ctx.progress.line(f"  seen {a['event']} at {ev[0].get('time', 0) / 1e9:.3f}s")
+            return
+        last: dict[str, Any] = {}
+        wait_for(
+            lambda: self._status_holds(a, last),
+            a["timeout"],
+            what=f"{a['node']} {a['conditions']}",
+            last_seen=lambda: last.get("seen"),
+        )
+
+    def _status_holds(self, a: dict[str, Any], last: dict[str, Any]) -> bool:
+        obs = self.ctx.observer
+        p = obs.partition(a["node"], a["topic"], a["partition"])
+        last["seen"] = p if p is not None else f"{a['node']} not answering"
+        if p is None:
+            return False
+        for name, want in a["conditions"].items():
+            have = p.get(name)
+            if isinstance(want, dict):
+                (op, x), = want.items()
+                if op == "same-as":
+                    other = obs.partition(x, a["topic"], a["partition"])
+                    if other is None or not _same(name, have, other.get(name)):
+                        last["seen"] = {"self": p, x: other}
+                        return False
+                elif op in ("eq", "ne"):
+                    if _same(name, have, x) != (op == "eq"):
+                        return False
+                elif not _COMPARE[op](have, x):
+                    return False
+            elif not _same(name, have, want):
+                return False
+        return True
+
+    def _recent_events(self, node: str, since: int | None) -> list[dict[str, Any]]:
+        evs = self.ctx.observer.events(node=node, since=since)
+        return [{k: v for k, v in e.items() if k not in ("unix_ns", "incarnation", "seq")}
+                for e in evs[-5:]]
+
+    # -- the final read ----------------------------------------------------
+
+    def _final_read(self, step: Step, started: int) -> None:
+        ctx = self.ctx
+        if step.args["heal"]:
+            for op in ctx.nemesis.heal_all():
+                ctx.progress.line(f"  healed: {op['f']} {', '.join(op['value'])}")
+        for topic in ctx.backend.spec.topics:
+            for partition, replicas in enumerate(topic["replicas"]):
+                leader, addr = self._await_converged(topic["name"], partition, replicas,
+                                                     step.args["timeout"])
+                try:
+                    op = final_read(ctx.history, leader, addr, topic["name"], partition)
+                except FinalReadError as e:
+                    raise RunIncomplete(str(e)) from e
+                ctx.progress.line(f"  final read {topic['name']}/{partition} from {leader}: "
+                                  f"{len(op['records'])} record(s), hw {op['hw']}")
+
+    def _await_converged(self, topic: str, partition: int, replicas: list[str],
+                         timeout: float) -> tuple[str, str]:
+        last: dict[str, Any] = {}
+        return wait_for(
+            lambda: self._converged(topic, partition, replicas, last),
+            timeout,
+            what=f"{topic}/{partition} to converge (every replica at the leader's LEO, "
+                 f"leader HW = LEO)",
+            last_seen=lambda: last.get("seen"),
+        )
+
+    def _converged(self, topic: str, partition: int, replicas: list[str],
+                   last: dict[str, Any]) -> tuple[str, str] | None:
+        obs = self.ctx.observer
+        view = {n: obs.partition(n, topic, partition) for n in replicas}
+        ctrl = obs.partition(CONTROLLER, topic, partition)
+        last["seen"] = {"controller": ctrl, **view}
+        if ctrl is None or any(p is None for p in view.values()):
+            return None
+        leader = ctrl.get("leader")
+        lp = view.get(leader) if leader is not None else None
+        if lp is None or lp.get("role") != "leader" or lp.get("hw") != lp.get("leo"):
+            return None
+        for name, p in view.items():
+            if name == leader:
+                continue
+            if p.get("role") != "follower" or p.get("leader") != leader \
+                    or p.get("leo") != lp.get("leo"):
+                return None
+        return leader, self.ctx.backend.address(leader)

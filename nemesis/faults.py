@@ -1,0 +1,148 @@
+"""Process-level faults on top of a backend, each recorded in the history.
+
+Every fault is an op pair of process "nemesis": `invoke` before, `info` after
+(Jepsen's convention: a nemesis op has no ok/fail), `f` = the fault, `value` =
+the node names. Network faults are `partition(grudge)` (value = the grudge)
+and `heal()`; they dispatch to `Backend.partition/heal`, which backends
+without a network of their own leave unimplemented. Scenario files gain
+`partition`/`heal` steps with issue 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.backends.base import Backend
+from workloads.history import INFO, History
+
+NEMESIS = "nemesis"
+PROCESS_FAULTS = ("kill", "start", "stop", "pause", "resume", "power-cycle")
+NETWORK_FAULTS = ("partition", "heal")  # issue 4
+FAULTS = PROCESS_FAULTS + NETWORK_FAULTS
+
+# Faults after which a node is down/frozen, and the faults that end that window.
+_OPENS = {"kill": "down", "stop": "down", "power-cycle": "down", "pause": "paused"}
+_CLOSES = {"start": "down", "resume": "paused"}
+
+
+@dataclass
+class FaultWindow:
+    node: str
+    kind: str  # "down", "paused" or "partitioned"
+    fault: str
+    start: int  # ns since run start
+    end: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "kind": self.kind, "fault": self.fault,
+                "start": self.start, "end": self.end}
+
+
+class Nemesis:
+    def __init__(
+        self,
+        backend: Backend,
+        history: History,
+        *,
+        before_fault: Callable[[str], None] | None = None,
+        on_window: Callable[[FaultWindow], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.history = history
+        # Called with the node before a fault that may lose its in-memory state
+        # (the events collector drains the node's events).
+        self.before_fault = before_fault
+        self.on_window = on_window
+        self.windows: list[FaultWindow] = []
+
+    def invoke(self, f: str, nodes: list[str]) -> dict[str, Any]:
+        """A process fault on each of `nodes`, as one op pair."""
+        if f not in PROCESS_FAULTS:
+            raise ValueError(f"unknown process fault {f!r}; network faults: partition(), heal()")
+        return self._recorded(f, list(nodes), lambda: [self._apply(f, n) for n in nodes])
+
+    def partition(self, grudge: dict[str, list[str]]) -> dict[str, Any]:
+        """Cut links: grudge[node] = the nodes it must not hear from. Needs a backend
+        that implements Backend.partition (issue 4); value = the grudge."""
+        value = {n: sorted(peers) for n, peers in sorted(grudge.items())}
+
+        def apply() -> None:
+            self.backend.partition(grudge)
+            now = self.history.clock.now()
+            for node in value:
+                self._open(FaultWindow(node, "partitioned", "partition", now))
+
+        return self._recorded("partition", value, apply)
+
+    def heal(self) -> dict[str, Any]:
+        """Undo every partition."""
+
+        def apply() -> None:
+            self.backend.heal()
+            self._close(lambda w: w.kind == "partitioned")
+
+        return self._recorded("heal", None, apply)
+
+    def _recorded(self, f: str, value: Any, apply: Callable[[], Any]) -> dict[str, Any]:
+        inv = self.history.invoke(NEMESIS, f, value)
+        try:
+            apply()
+        except BaseException as e:
+            self.history.complete(inv, INFO, error=str(e).splitlines()[0] if str(e) else repr(e))
+            raise
+        return self.history.complete(inv, INFO)
+
+    def _apply(self, f: str, node: str) -> None:
+        if f in ("kill", "stop", "power-cycle") and self.before_fault is not None:
+            self.before_fault(node)
+        if f == "kill":
+            self.backend.kill(node)
+        elif f == "stop":
+            self.backend.stop(node)
+        elif f == "power-cycle":
+            self.backend.power_cycle(node)
+        elif f == "pause":
+            self.backend.pause(node)
+        elif f == "resume":
+            self.backend.resume(node)
+        elif f == "start":
+            self.backend.start(node)
+        self._track(f, node)
+
+    def _open(self, w: FaultWindow) -> None:
+        self.windows.append(w)
+        if self.on_window is not None:
+            self.on_window(w)
+
+    def _close(self, which: Callable[[FaultWindow], bool]) -> None:
+        now = self.history.clock.now()
+        for w in self.windows:
+            if w.end is None and which(w):
+                w.end = now
+                if self.on_window is not None:
+                    self.on_window(w)
+
+    def _track(self, f: str, node: str) -> None:
+        kind = _CLOSES.get(f)
+        if kind is not None:
+            self._close(lambda w: w.node == node and w.kind == kind)
+        elif f in ("kill", "stop", "power-cycle"):
+            # The process is gone: a pause window ends with it.
+            self._close(lambda w: w.node == node and w.kind == "paused")
+        if f in _OPENS:
+            self._open(FaultWindow(node, _OPENS[f], f, self.history.clock.now()))
+
+    def heal_all(self) -> list[dict[str, Any]]:
+        """Heal partitions, resume paused nodes, start stopped ones (before a final read)."""
+        ops = []
+        if any(w.kind == "partitioned" and w.end is None for w in self.windows):
+            ops.append(self.heal())
+        paused = [n for n in self.backend.brokers if self.backend.is_paused(n)]
+        if paused:
+            ops.append(self.invoke("resume", paused))
+        down = [n for n in self.backend.brokers if not self.backend.is_running(n)]
+        if down:
+            ops.append(self.invoke("start", down))
+        return ops

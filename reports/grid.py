@@ -1,0 +1,146 @@
+"""The replica-log grid: offset rows × replica columns, per partition.
+
+Each cell shows a record's epoch and value. Rows are marked when replicas hold
+different records there (``differs``), when the checker flagged the offset as a
+divergence (``divergent``), and cells holding a lost acknowledged value are
+marked ``lost``. Long logs keep the interesting rows (marked ones ± context, the
+start and the end) and fold the rest into gap rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reports.rundata import RunData, pkey
+
+MAX_ROWS = 400
+CONTEXT = 3
+EDGE = 20
+
+
+@dataclass
+class Cell:
+    epoch: Any = None
+    value: Any = None
+    present: bool = False
+    above_hw: bool = False
+    lost: bool = False
+
+
+@dataclass
+class Row:
+    offset: int
+    cells: list[Cell]
+    final: Cell
+    differs: bool = False
+    divergent: bool = False
+    gap: int = 0  # >0: a fold standing for this many hidden rows
+
+
+@dataclass
+class Grid:
+    partition: str
+    brokers: list[str]
+    states: list[dict[str, Any]]
+    rows: list[Row] = field(default_factory=list)
+    epochs: list[int] = field(default_factory=list)
+    hidden: int = 0
+
+
+def _final_log(data: RunData) -> dict[str, dict[int, Any]]:
+    """partition → offset → value of the final read (as the checker took it)."""
+    out: dict[str, dict[int, Any]] = {}
+    for op in data.history:
+        if op.get("process") == "final" and op.get("f") == "poll" and op.get("type") == "ok":
+            part = out.setdefault(pkey(op.get("topic"), op.get("partition")), {})
+            for off, val in op.get("records") or []:
+                part[int(off)] = val
+    return out
+
+
+def build(data: RunData) -> list[Grid]:
+    lost: dict[str, set[Any]] = {}
+    divergent: dict[str, set[int]] = {}
+    for a in data.anomalies:
+        k = pkey(a.get("topic"), a.get("partition"))
+        if a["kind"] == "lost-write":
+            lost.setdefault(k, set()).add(a["witness"].get("value"))
+        elif a["kind"] == "divergence":
+            divergent.setdefault(k, set()).update(o["offset"] for o in a["witness"]["offsets"])
+    finals = _final_log(data)
+    parts = sorted(
+        {p for logs in data.logs.values() for p in logs}
+        | {p for st in data.states.values() for p in st}
+    )
+    grids = []
+    for part in parts:
+        brokers = sorted(b for b in data.logs if part in data.logs[b] or part in data.states[b])
+        by_off = {b: {int(r["offset"]): r for r in data.logs[b].get(part, [])} for b in brokers}
+        states = [data.states[b].get(part, {}) for b in brokers]
+        final = finals.get(part, {})
+        top = max([max(m, default=-1) for m in by_off.values()] + [max(final, default=-1)])
+        rows, epochs = [], set()
+        for off in range(top + 1):
+            cells = []
+            for b, st in zip(brokers, states, strict=True):
+                r = by_off[b].get(off)
+                c = Cell()
+                if r is not None:
+                    c = Cell(
+                        r.get("epoch"),
+                        r.get("value"),
+                        True,
+                        off >= int(st.get("hw", 1 << 62)),
+                        r.get("value") in lost.get(part, ()),
+                    )
+                    if r.get("epoch") is not None:
+                        epochs.add(r["epoch"])
+                cells.append(c)
+            fv = final.get(off)
+            fc = Cell(None, fv, fv is not None)
+            present = {(c.epoch, c.value) for c in cells if c.present}
+            rows.append(
+                Row(
+                    off,
+                    cells,
+                    fc,
+                    differs=len(present) > 1,
+                    divergent=off in divergent.get(part, ()),
+                )
+            )
+        g = Grid(part, brokers, states, epochs=sorted(epochs))
+        g.rows, g.hidden = _fold(rows)
+        grids.append(g)
+    return grids
+
+
+def _fold(rows: list[Row]) -> tuple[list[Row], int]:
+    if len(rows) <= MAX_ROWS:
+        return rows, 0
+    keep = set(range(EDGE)) | set(range(len(rows) - EDGE, len(rows)))
+    for i, r in enumerate(rows):
+        if r.differs or r.divergent or any(c.lost for c in r.cells):
+            keep.update(range(i - CONTEXT, i + CONTEXT + 1))
+    out: list[Row] = []
+    hidden = 0
+    gap = 0
+    for i, r in enumerate(rows):
+        if i in keep and len(out) < MAX_ROWS:
+            if gap:
+                out.append(Row(-1, [], Cell(), gap=gap))
+                gap = 0
+            out.append(r)
+        else:
+            gap += 1
+            hidden += 1
+    if gap:
+        out.append(Row(-1, [], Cell(), gap=gap))
+    return out, hidden
+
+
+def epoch_colour(epoch: Any) -> str:
+    """A stable, distinct background per leader epoch (golden-angle hues)."""
+    if epoch is None:
+        return "#eeeeee"
+    return f"hsl({(int(epoch) * 137) % 360}, 70%, 85%)"

@@ -1,0 +1,145 @@
+"""Render check/report.html for one run: a single self-contained file.
+
+Everything is inline (CSS, and plotly.js when charts are included) so the file
+opens offline and makes no request to any other host.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from reports import grid
+from reports.rundata import RunData, load
+
+REPORT = "report.html"
+MAX_EVENTS = 2000
+
+_CONFIG_KEYS = (
+    "run_id",
+    "scenario",
+    "protocol",
+    "seed",
+    "backend",
+    "expect",
+    "cluster",
+    "broker_config",
+    "workload",
+    "nemesis",
+    "started_at",
+    "ended_at",
+)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals["epoch_colour"] = grid.epoch_colour
+    env.filters["pretty"] = _pretty
+    return env
+
+
+def _pretty(v: Any) -> str:
+    """Compact JSON when it fits on a line, indented otherwise."""
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 90 else json.dumps(v, indent=2, default=str)
+
+
+def _verdict_text(s: dict[str, Any]) -> str:
+    found = s.get("found") or {}
+    parts = [f"{k} ×{n}" for k, n in found.items()]
+    text = ("found " + ", ".join(parts)) if parts else "no anomalies found"
+    if s.get("unexpected"):
+        text += f"; unexpected: {', '.join(s['unexpected'])}"
+    if s.get("missing"):
+        text += f"; expected but missing: {', '.join(s['missing'])}"
+    if s.get("expected"):
+        text += f"; this run allows: {', '.join(s['expected'])}"
+    return text
+
+
+def _lost_values(data: RunData) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for a in data.anomalies:
+        if a["kind"] == "lost-write":
+            out.setdefault(f"{a['topic']}/{a['partition']}", []).append(a["witness"]["value"])
+    return out
+
+
+def _config(meta: dict[str, Any]) -> list[tuple[str, Any]]:
+    keys = [k for k in _CONFIG_KEYS if k in meta] + sorted(k for k in meta if k not in _CONFIG_KEYS)
+    return [(k, meta[k]) for k in keys]
+
+
+def _events(data: RunData) -> list[dict[str, Any]]:
+    rows = []
+    for e in data.events[:MAX_EVENTS]:
+        details = {k: v for k, v in e.items() if k not in ("time", "node", "type")}
+        t = e.get("time")
+        rows.append(
+            {
+                "time_ms": round(t / 1e6, 3) if isinstance(t, int | float) else t,
+                "node": e.get("node"),
+                "type": e.get("type"),
+                "details": json.dumps(details, separators=(", ", ": ")) if details else "",
+            }
+        )
+    return rows
+
+
+def _charts(data: RunData) -> tuple[list[dict[str, str]], str | None]:
+    """Plotly charts, if the charts module can build any (plotly is optional here)."""
+    try:
+        from reports import charts
+    except ImportError:
+        return [], None
+    built = charts.build(data)
+    return built, (charts.plotly_js() if built else None)
+
+
+def render_run(run_dir: Path) -> Path:
+    """Write ``<run_dir>/check/report.html`` from the run and its check results."""
+    data = load(Path(run_dir))
+    s = data.summary
+    chart_list, plotly_js = _charts(data)
+    html = (
+        _env()
+        .get_template("run.html")
+        .render(
+            run_id=s.get("run_id") or data.meta.get("run_id"),
+            run_dir=str(data.path),
+            verdict=s["verdict"],
+            verdict_text=_verdict_text(s),
+            scenario=data.meta.get("scenario"),
+            protocol=data.meta.get("protocol"),
+            seed=data.meta.get("seed"),
+            lost_values=_lost_values(data),
+            notes=s.get("notes") or [],
+            anomalies=data.anomalies,
+            listed=len(data.anomalies),
+            total=s.get("anomaly_count", len(data.anomalies)),
+            kinds_checked=s.get("kinds_checked") or [],
+            missing=s.get("missing") or [],
+            config=_config(data.meta),
+            figures=sorted((s.get("figures") or {}).items()),
+            final_log=s.get("final_log") or [],
+            charts=chart_list,
+            plotly_js=plotly_js,
+            grids=grid.build(data),
+            events=_events(data),
+            events_total=len(data.events),
+            checked_at=s.get("checked_at"),
+            spark_version=(s.get("checker") or {}).get("spark"),
+        )
+    )
+    out = data.path / "check" / REPORT
+    tmp = out.with_name(REPORT + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)
+    return out

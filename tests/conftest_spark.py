@@ -1,0 +1,230 @@
+"""Generated run directories for the checker and report tests, checked together.
+
+All generated runs are written into one tree and checked by ONE check_runs call
+(a session fixture), as a nightly batch would be: Spark start-up and query
+planning are paid once for the whole suite. tests/conftest.py re-exports the
+``checked_batch`` fixture.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from checker.api import RunResult, check_runs
+from checker.synth import RunBuilder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import gen_history  # noqa: E402  (bench/ is scripts, not a package)
+
+
+def kip101_loss(root: Path, name: str, expect: list[str], scenario: str | None) -> RunBuilder:
+    """Scenario 1 under 0.10: m1 (value 101) acked at offset 1, then truncated away."""
+    rb = RunBuilder(root / name, protocol="0.10", scenario=scenario, expect=expect)
+    rb.send(0, 100, 0).send(0, 101, 1)
+    rb.nemesis("pause", ["A"]).nemesis("kill", ["B"]).nemesis("start", ["B"])
+    rb.nemesis("kill", ["A"]).nemesis("start", ["A"])
+    rb.replica("A", [(0, 100), (0, 101)], role="follower", hw=1, leader="B", leader_epoch=1)
+    rb.replica("B", [(0, 100)], role="leader", hw=1, leader_epoch=1)
+    rb.final_read([100])
+    return rb
+
+
+def kip101_divergence(root: Path, name: str) -> RunBuilder:
+    """Scenario 2 under 0.10: A keeps m1 at offset 1, B wrote m2 there in epoch 1."""
+    rb = RunBuilder(
+        root / name,
+        protocol="0.10",
+        scenario="kip101-power-loss-divergence",
+        expect=["divergence", "lost-write"],
+    )
+    rb.send(0, 100, 0).send(0, 101, 1)
+    rb.nemesis("pause", ["A"]).nemesis("power-cycle", ["B"])
+    rb.send(0, 102, 1)
+    rb.replica("A", [(0, 100), (0, 101)], role="follower", hw=2, leader="B", leader_epoch=1)
+    rb.replica("B", [(0, 100), (1, 102)], role="leader", hw=2, leader_epoch=1)
+    rb.final_read([100, 102])
+    return rb
+
+
+def clean(
+    root: Path, name: str, expect: list[str], scenario: str | None, n: int = 30
+) -> RunBuilder:
+    rb = RunBuilder(root / name, protocol="latest", scenario=scenario, expect=expect)
+    values = list(range(1000, 1000 + n))
+    for i, v in enumerate(values):
+        rb.send(i % 3, v, i)
+        if i % 10 == 9:
+            rb.poll(5, i - 9, [(o, values[o]) for o in range(i - 9, i + 1)])
+    rb.send(1, 5000, result="fail").send(2, 5001, result="info")
+    log = [(0, v) for v in values]
+    rb.replica("A", log, role="leader", isr=["A", "B"])
+    rb.replica("B", log, role="follower", leader="A")
+    rb.final_read(values)
+    return rb
+
+
+def same_leo_divergence(root: Path, name: str) -> RunBuilder:
+    """Unclean-election shape: equal LEOs, different records above the HW at offset 2,
+    and a difference above the HW with unequal LEOs in another partition (not flagged)."""
+    rb = RunBuilder(root / name, protocol="0.11", expect=["divergence", "lost-write"], acks="1")
+    rb.send(0, 1, 0).send(0, 2, 1).send(0, 3, 2)
+    rb.replica("A", [(0, 1), (0, 2), (2, 3)], role="leader", hw=2, leader_epoch=2)
+    rb.replica("B", [(0, 1), (0, 2), (1, 9)], role="follower", hw=2, leader="A", leader_epoch=2)
+    rb.final_read([1, 2, 3])
+    rb.send(0, 7, 0, partition=1).send(0, 8, 1, partition=1)
+    rb.replica("A", [(0, 7), (1, 8)], role="leader", hw=1, leader_epoch=1, partition=1)
+    rb.replica("B", [(0, 7), (0, 6), (0, 5)], role="follower", hw=1, partition=1)
+    rb.final_read([7], partition=1)
+    return rb
+
+
+def no_final_read(root: Path, name: str) -> RunBuilder:
+    """An interrupted run: no final read, so the leader's log up to its HW is used."""
+    rb = RunBuilder(root / name, protocol="2.0", expect=["lost-write"])
+    rb.send(0, 10, 0).send(0, 11, 1).send(0, 12, 2)
+    rb.replica("A", [(0, 10), (0, 11)], role="leader", hw=1, leader_epoch=1)
+    rb.replica("B", [(0, 10), (0, 11)], role="follower", hw=1, leader="A", leader_epoch=1)
+    return rb
+
+
+VALUES = list(range(1, 11))  # values 1..10 at offsets 0..9
+
+
+def base(root: Path, name: str, final: list[int] | None = None, acks: dict | None = None):
+    """Ten acked sends, two identical replicas, a final read: no anomaly by itself.
+    ``acks`` overrides the acked offset per value; ``final`` the committed values."""
+    final = final or VALUES
+    rb = RunBuilder(root / name, protocol="latest", expect=[])
+    for i, v in enumerate(VALUES):
+        rb.send(0, v, (acks or {}).get(v, i))
+    return rb, final
+
+
+def finish(rb: RunBuilder, final: list[int]) -> RunBuilder:
+    log = [(0, v) for v in final]
+    rb.replica("A", log, role="leader", isr=["A", "B"])
+    rb.replica("B", log, role="follower", leader="A")
+    rb.final_read(final)
+    return rb
+
+
+def inconsistent_offset(root: Path) -> RunBuilder:
+    rb, final = base(root, "inconsistent-offset", acks={5: 7})  # 5 is committed at 4
+    return finish(rb, final)
+
+
+def duplicate(root: Path) -> RunBuilder:
+    rb, final = base(root, "duplicate", final=[*VALUES, 5])  # a retried 5 at offset 10
+    return finish(rb, final)
+
+
+def uncommitted_read(root: Path) -> RunBuilder:
+    rb, final = base(root, "uncommitted-read")
+    rb.send(0, 99, result="info")
+    rb.poll(1, 8, [(8, 9), (9, 10), (10, 99)], hw=11)
+    return finish(rb, final)
+
+
+def aborted_read(root: Path) -> RunBuilder:
+    rb, final = base(root, "aborted-read", final=[*VALUES, 11])
+    rb.send(0, 11, result="fail", error="NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+    rb.poll(1, 10, [(10, 11)], hw=11)
+    return finish(rb, final)
+
+
+def nonmonotonic_poll(root: Path) -> RunBuilder:
+    rb, final = base(root, "nonmonotonic-poll")
+    rb.poll(1, 0, [(0, 1), (1, 2), (2, 3)], hw=3)
+    rb.poll(1, 1, [(1, 2), (2, 3), (3, 4)], hw=4)
+    return finish(rb, final)
+
+
+def poll_skip(root: Path) -> RunBuilder:
+    rb, final = base(root, "poll-skip")
+    rb.poll(1, 0, [(0, 1), (1, 2)], hw=2)
+    rb.poll(1, 4, [(4, 5), (5, 6)], hw=6)
+    return finish(rb, final)
+
+
+def hw_regression(root: Path) -> RunBuilder:
+    rb, final = base(root, "hw-regression")
+    rb.poll(1, 0, [(0, 1)], hw=5)
+    rb.poll(1, 1, [(1, 2)], hw=3)
+    return finish(rb, final)
+
+
+def clean_100k(root: Path) -> RunBuilder:
+    """~100k ops: 49k acked sends by 4 producers, 2 consumers reading everything."""
+    n, batch = 49_000, 100
+    rb = RunBuilder(root / "clean-100k", protocol="latest", expect=[])
+    values = [1_000_000 + i for i in range(n)]
+    for i, v in enumerate(values):
+        rb.send(i % 4, v, i)
+    for consumer in (10, 11):
+        for start in range(0, n, batch):
+            recs = [(o, values[o]) for o in range(start, min(n, start + batch))]
+            rb.poll(consumer, start, recs, hw=recs[-1][0] + 1)
+    return finish(rb, values)
+
+
+BUILDERS: dict[str, Callable[[Path], RunBuilder]] = {
+    "inconsistent-offset": inconsistent_offset,
+    "duplicate": duplicate,
+    "uncommitted-read": uncommitted_read,
+    "aborted-read": aborted_read,
+    "nonmonotonic-poll": nonmonotonic_poll,
+    "poll-skip": poll_skip,
+    "hw-regression": hw_regression,
+}
+
+
+def divergence_with_events(root: Path) -> RunBuilder:
+    rb = kip101_divergence(root, "report-divergence")
+    rb.meta["seed"] = 4242
+    rb.event("ctl", "leader-elected", topic="t", partition=0, leader="B", epoch=1)
+    rb.event("B", "isr-shrink", topic="t", partition=0, isr=["B"])
+    return rb
+
+
+class Generated:
+    """bench/gen_history.py output as a batch member: every kind injected once."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "generated-all-kinds"
+
+    def write(self) -> Path:
+        gen_history.generate(self.path, 3000, set(gen_history.KINDS), seed=7)
+        return self.path
+
+
+def _batch_builders() -> list[Callable[[Path], RunBuilder | Generated]]:
+    return [
+        lambda r: kip101_loss(r, "loss-expected", ["lost-write"], "kip101-hw-truncation-loss"),
+        lambda r: kip101_loss(r, "loss-unexpected", [], None),
+        lambda r: kip101_divergence(r, "divergence"),
+        lambda r: clean(r, "clean", [], None),
+        lambda r: clean(r, "clean-not-reproduced", ["lost-write"], "kip101-hw-truncation-loss"),
+        lambda r: clean(r / "deeper" / "tree", "clean-allowed", ["lost-write"], None),
+        lambda r: same_leo_divergence(r, "same-leo"),
+        lambda r: no_final_read(r, "no-final"),
+        divergence_with_events,
+        *BUILDERS.values(),
+        clean_100k,
+        Generated,
+    ]
+
+
+@pytest.fixture(scope="session")
+def checked_batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResult]:
+    root = tmp_path_factory.mktemp("nightly")
+    builders = _batch_builders()
+    for build in builders:
+        build(root).write()
+    # One tree argument: the checker finds every run under it, in one Spark batch.
+    results = check_runs([root])
+    assert len(results) == len(builders)
+    return {r.run_id: r for r in results}

@@ -1,0 +1,157 @@
+"""Bad input: each a RunDirError naming run, file and line; truncated last lines are
+checked as the prefix they are and reported, never dropped silently."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checker.api import check_runs
+from checker.errors import RunDirError
+from checker.synth import RunBuilder
+
+
+def small(rb: RunBuilder) -> Path:
+    rb.send(0, 1, 0).send(0, 2, 1)
+    rb.replica("A", [(0, 1), (0, 2)], role="leader")
+    rb.replica("B", [(0, 1), (0, 2)], role="follower", leader="A")
+    rb.final_read([1, 2])
+    return rb.write()
+
+
+def error_of(path: Path) -> RunDirError:
+    with pytest.raises(RunDirError) as e:
+        check_runs([path])
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"run {path.resolve()}")
+    assert e.value.exit_code == 2
+    return e.value
+
+
+def replace_line(path: Path, n: int, text: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    lines[n - 1] = text + "\n"
+    path.write_text("".join(lines))
+
+
+# -- found before Spark starts ------------------------------------------------
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    assert "no such run directory" in str(error_of(tmp_path / "nope"))
+
+
+def test_tree_without_runs(tmp_path: Path) -> None:
+    assert "no run directories" in str(error_of(tmp_path))
+
+
+@pytest.mark.parametrize("rel", ["history.jsonl", "replicas/B/log.jsonl", "replicas/A/state.json"])
+def test_missing_file(tmp_path: Path, rel: str) -> None:
+    run = small(RunBuilder(tmp_path / "run"))
+    (run / rel).unlink()
+    e = error_of(run)
+    assert e.file == rel and "missing file" in str(e)
+
+
+def test_run_json_not_json(tmp_path: Path) -> None:
+    run = small(RunBuilder(tmp_path / "run"))
+    (run / "run.json").write_text('{\n  "protocol": "0.10",\n  "expect": [,]\n}\n')
+    e = error_of(run)
+    assert (e.file, e.line) == ("run.json", 3) and "not valid JSON" in str(e)
+
+
+def test_unknown_protocol(tmp_path: Path) -> None:
+    run = small(RunBuilder(tmp_path / "run", protocol="0.9"))
+    e = error_of(run)
+    assert e.file == "run.json" and "unknown protocol '0.9'" in str(e)
+    assert (
+        e.line
+        == json.dumps(json.loads((run / "run.json").read_text()), indent=2)
+        .split("\n")
+        .index('  "protocol": "0.9",')
+        + 1
+    )
+
+
+def test_unknown_expected_kind(tmp_path: Path) -> None:
+    run = small(RunBuilder(tmp_path / "run", expect=["lost-writes"]))
+    assert "unknown anomaly kind 'lost-writes'" in str(error_of(run))
+
+
+def test_unknown_role(tmp_path: Path) -> None:
+    run = small(RunBuilder(tmp_path / "run"))
+    p = run / "replicas/B/state.json"
+    p.write_text(p.read_text().replace('"follower"', '"candidate"'))
+    e = error_of(run)
+    assert e.file == "replicas/B/state.json" and "unknown role 'candidate'" in str(e)
+    assert e.line is not None
+
+
+# -- found by the Spark scan ---------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("rel", "line", "text", "expected"),
+    [
+        ("history.jsonl", 2, "this is not json", "not JSON"),
+        (
+            "history.jsonl",
+            3,
+            '{"index": 2, "time": 3, "process": 0, "type": "done", '
+            '"f": "send", "topic": "t", "partition": 0, "value": 2}',
+            'unknown op type "done"',
+        ),
+        (
+            "history.jsonl",
+            2,
+            '{"index": 1, "time": 2, "process": 0, "type": "ok", '
+            '"f": "send", "topic": "t", "partition": "zero", "value": 1, "offset": 0}',
+            "field 'partition' must be int, got 'zero'",
+        ),
+        (
+            "history.jsonl",
+            2,
+            '{"index": 1, "time": 2, "process": 0, "type": "ok", '
+            '"f": "send", "topic": "t", "partition": 0, "value": 1}',
+            "ok send without 'offset'",
+        ),
+        (
+            "replicas/A/log.jsonl",
+            2,
+            '{"topic": "t", "partition": 0, "offset": 1}',
+            "missing field 'value'",
+        ),
+    ],
+)
+def test_bad_line(tmp_path: Path, rel: str, line: int, text: str, expected: str) -> None:
+    run = small(RunBuilder(tmp_path / "run"))
+    replace_line(run / rel, line, text)
+    e = error_of(run)
+    assert (e.file, e.line) == (rel, line)
+    assert expected in str(e)
+
+
+@pytest.mark.spark
+def test_truncated_last_line_checks_prefix(tmp_path: Path) -> None:
+    rb = RunBuilder(tmp_path / "run", expect=[])
+    rb.send(0, 1, 0).send(0, 2, 1)
+    rb.replica("A", [(0, 1)], role="leader")
+    rb.replica("B", [(0, 1)], role="follower", leader="A")
+    rb.final_read([1])
+    rb.send(0, 3, 1)  # its ok line will be cut short
+    run = rb.write()
+    hist = run / "history.jsonl"
+    text = hist.read_text()
+    hist.write_text(text[: text.rstrip("\n").rfind("\n") + 1 + 25])  # cut the last line
+    n_lines = text.count("\n")
+    (r,) = check_runs([run])
+    # The complete prefix is checked: value 2 (acked at offset 1) is a lost write.
+    assert [a["witness"]["value"] for a in r.anomalies] == [2]
+    assert r.verdict == "invalid"
+    (t,) = r.summary["truncated"]
+    assert (t["file"], t["line"]) == ("history.jsonl", n_lines)
+    assert any("truncated" in n for n in r.summary["notes"])
+    assert r.summary["figures"]["ops"] == n_lines - 1

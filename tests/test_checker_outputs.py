@@ -1,0 +1,53 @@
+"""CI and trend outputs of a batch: JUnit XML, the Parquet results table, figures."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from checker.api import RunResult, write_junit
+from checker.results import write_results
+from checker.spark import get_session
+
+pytestmark = pytest.mark.spark
+
+
+def test_junit_one_case_per_run(checked_batch: dict[str, RunResult], tmp_path: Path) -> None:
+    results = list(checked_batch.values())
+    path = write_junit(results, tmp_path / "ci" / "junit.xml")
+    suite = ET.parse(path).getroot()
+    cases = suite.findall("testcase")
+    assert len(cases) == len(results) and suite.get("tests") == str(len(results))
+    by_name = {c.get("name"): c for c in cases}
+    assert "kip101-hw-truncation-loss [0.10]" in by_name
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert suite.get("failures") == str(len(failed))
+    assert len(failed) == sum(r.verdict != "valid" for r in results)
+    # The unexpected lost write carries its explanation.
+    texts = [c.find("failure").text or "" for c in failed]
+    assert any("Value 101 was acknowledged" in t for t in texts)
+    assert any(
+        "expected lost-write did not occur" in c.find("failure").get("message") for c in failed
+    )
+
+
+def test_results_table(checked_batch: dict[str, RunResult], tmp_path: Path) -> None:
+    results = list(checked_batch.values())
+    table = write_results(get_session(), results, tmp_path / "results")
+    spark = get_session()
+    runs = spark.read.parquet(str(table / "runs"))
+    assert runs.count() == len(results)
+    row = runs.filter("run_id = 'divergence'").collect()[0]
+    assert (row.verdict, row.divergence, row.lost_write, row.protocol) == ("valid", 1, 1, "0.10")
+    anomalies = spark.read.parquet(str(table / "anomalies"))
+    assert anomalies.count() == sum(len(r.anomalies) for r in results)
+
+
+def test_event_and_latency_figures(checked_batch: dict[str, RunResult]) -> None:
+    figs = checked_batch["report-divergence"].summary["figures"]
+    assert (figs["isr_shrinks"], figs["isr_expands"], figs["leader_elections"]) == (1, 0, 1)
+    # The synthetic clock spaces every op 1 ms apart: invoke → completion is 1 ms.
+    assert figs["send_latency_ms_p50_p95_p99"] == [1.0, 1.0, 1.0]
+    assert figs["send_latency_ms_max"] == 1.0

@@ -1,0 +1,137 @@
+"""Producer outcome rules against scripted brokers: ok / fail only when certainly
+not written / info when it may have been."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+
+from workloads.client import ClusterClient
+from workloads.consumer import Consumer, final_read
+from workloads.history import History, RunClock
+from workloads.producer import Producer
+
+
+class Scripted:
+    """A broker on 127.0.0.x answering metadata itself and produce/fetch from a script.
+    A script entry is a reply dict, "close" (drop the connection after reading the
+    request) or "hang" (never answer)."""
+
+    def __init__(self, host: str, script: list) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, free_port()))
+        self.sock.listen()
+        host, port = self.sock.getsockname()
+        self.addr = f"{host}:{port}"
+        self.script = list(script)
+        self.requests: list[dict] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn: socket.socket) -> None:
+        f = conn.makefile("rb")
+        with conn:
+            for line in f:
+                req = json.loads(line)
+                if req["type"] == "metadata":
+                    reply = {"error": None, "brokers": {"A": self.addr}, "partitions": [
+                        {"topic": "t", "partition": 0, "leader": "A", "leader_epoch": 0,
+                         "isr": ["A"], "replicas": ["A"]}]}
+                else:
+                    self.requests.append(req)
+                    reply = self.script.pop(0)
+                    if reply == "close":
+                        return
+                    if reply == "hang":
+                        threading.Event().wait(5)
+                        return
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    h = History(tmp_path / "history.jsonl", RunClock())
+    yield h
+    h.close()
+
+
+def producer(addr: str, history: History, **kw) -> Producer:
+    return Producer(ClusterClient(lambda: {"A": addr}), history, 0, **kw)
+
+
+def test_retries_not_leader_then_ok(history: History) -> None:
+    b = Scripted("127.0.0.2", [{"error": "NOT_LEADER_OR_FOLLOWER", "offset": None},
+                               {"error": None, "offset": 7}])
+    op = producer(b.addr, history).send("t", 0, 42, label="m0")
+    assert op["type"] == "ok" and op["offset"] == 7 and op["value"] == 42
+    assert len(b.requests) == 2 and b.requests[0]["acks"] == "all"
+    assert [o["type"] for o in history.ops] == ["invoke", "ok"]  # one op pair, not two
+
+
+@pytest.mark.parametrize("reply,type_", [
+    ({"error": "NOT_ENOUGH_REPLICAS", "offset": None}, "fail"),
+    ({"error": "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "offset": 3}, "info"),
+    ({"error": "REQUEST_TIMED_OUT", "offset": None}, "info"),
+    ("close", "info"),
+])
+def test_outcomes(history: History, reply, type_: str) -> None:
+    b = Scripted("127.0.0.2", [reply])
+    op = producer(b.addr, history, acks=1).send("t", 0, 1)
+    assert op["type"] == type_
+    assert op["acks"] == 1 and op["topic"] == "t"
+
+
+def test_timeout_after_sending_is_info(history: History) -> None:
+    b = Scripted("127.0.0.2", ["hang"])
+    op = producer(b.addr, history, timeout_ms=100).send("t", 0, 1)
+    assert op["type"] == "info"
+
+
+def test_not_leader_until_deadline_is_fail(history: History) -> None:
+    b = Scripted("127.0.0.2", [{"error": "NOT_LEADER_OR_FOLLOWER"}] * 100)
+    op = producer(b.addr, history, retry_ms=300).send("t", 0, 1)
+    assert op["type"] == "fail" and op["error"] == "NOT_LEADER_OR_FOLLOWER"
+
+
+def test_no_reachable_broker_is_fail(history: History) -> None:
+    op = Producer(ClusterClient(lambda: {}), history, 0, retry_ms=200).send("t", 0, 1)
+    assert op["type"] == "fail"
+
+
+def test_refused_connection_is_retried_then_fail(history: History) -> None:
+    port = free_port()  # nothing listens there: metadata itself fails
+    op = producer(f"127.0.0.2:{port}", history, retry_ms=200).send("t", 0, 1)
+    assert op["type"] == "fail"
+
+
+def test_consumer_and_final_read_pages(history: History) -> None:
+    recs = [[i, 0, 100 + i] for i in range(5)]
+    b = Scripted("127.0.0.2", [
+        {"error": None, "records": recs[:2], "hw": 5, "leo": 5, "leader_epoch": 0},
+        {"error": None, "records": recs[:2], "hw": 5, "leo": 5, "leader_epoch": 0},
+        {"error": None, "records": recs[2:4], "hw": 5, "leo": 5, "leader_epoch": 0},
+        {"error": None, "records": recs[4:], "hw": 5, "leo": 5, "leader_epoch": 0},
+    ])
+    c = Consumer(ClusterClient(lambda: {"A": b.addr}), history, 1, "t", 0)
+    op = c.poll()
+    assert op["records"] == [[0, 100], [1, 101]] and op["hw"] == 5 and c.position == 2
+    op = final_read(history, "A", b.addr, "t", 0, page=2)
+    assert op["process"] == "final" and op["type"] == "ok" and op["hw"] == 5
+    assert op["records"] == [[i, 100 + i] for i in range(5)]
+    assert [r["offset"] for r in b.requests[1:]] == [0, 2, 4]

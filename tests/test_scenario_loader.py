@@ -1,0 +1,137 @@
+"""Scenario files: the shipped ones load; malformed ones fail as FILE:LINE: what."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.scenario import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
+from harness.yamlloc import ScenarioError
+
+GOOD = """\
+name: x
+description: a test scenario
+cluster:
+  brokers: [A, B]
+  topics:
+    - {name: t, partitions: 1, replicas: [[A, B]]}
+broker:
+  min.insync.replicas: 1
+expect:
+  "0.10": [lost-write]
+  0.11: []
+  2.0: []
+  latest: []
+steps:
+  - produce: {label: m0}
+  - wait: {node: B, hw: 1}
+  - pause: A
+  - wait: {node: controller, event: leader-elected, leader: B, leader_epoch: 1}
+  - final-read
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return p
+
+
+def error_of(tmp_path: Path, text: str) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, text))
+    return info.value
+
+
+def test_shipped_scenarios_load() -> None:
+    names = {s.name for s in list_scenarios()}
+    assert names == {"kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+                     "kip279-unclean-divergence"}
+    for s in list_scenarios():
+        assert s.path.stem == s.name
+        assert set(s.expect) == {"0.10", "0.11", "2.0", "latest"}
+        assert s.steps[-1].kind == "final-read"
+
+
+def test_expectations_of_scenarios_md() -> None:
+    s1 = load_scenario(SCENARIO_DIR / "kip101-hw-truncation-loss.yaml")
+    assert s1.expect == {"0.10": ["lost-write"], "0.11": [], "2.0": [], "latest": []}
+    s3 = load_scenario(SCENARIO_DIR / "kip279-unclean-divergence.yaml")
+    assert s3.expect_for("0.11") == ["divergence", "lost-write"]
+    assert s3.expect_for("2.0") == ["lost-write"]
+    assert s3.workload["acks"] == 1
+    assert s3.broker_config["unclean.leader.election.enable"] is True
+
+
+def test_good_file_and_unquoted_versions(tmp_path: Path) -> None:
+    s = load_scenario(write(tmp_path, GOOD))
+    assert s.expect["0.11"] == [] and s.expect["2.0"] == []
+    assert [st.kind for st in s.steps] == ["produce", "wait", "pause", "wait", "final-read"]
+    assert s.steps[0].args == {"n": 1, "label": "m0", "acks": "all", "expect": "ok",
+                               "topic": "t", "partition": 0}
+    assert s.steps[1].line == 16 and s.steps[1].args["conditions"] == {"hw": 1}
+    assert s.steps[3].args["conditions"] == {"leader": "B", "leader_epoch": 1}
+
+
+@pytest.mark.parametrize("old,new,line,what", [
+    ("  - pause: A\n", "  - pause: Z\n", 17, "unknown node 'Z'"),
+    ("  - pause: A\n", "  - explode: A\n", 17, "unknown step 'explode'"),
+    ("  - pause: A\n", "  - partition: A\n", 17, "issue 4"),
+    ("  - pause: A\n", "  - {pause: A, kill: B}\n", 17, "exactly one kind"),
+    ("hw: 1}", "hw: 1, colour: red}", 16, "unknown status field 'colour'"),
+    ("hw: 1}", "hw: {about: 1}}", 16, "a comparison is one of"),
+    ("hw: 1}", "hw: {ge: lots}}", 16, "hw ge must be an integer"),
+    ("{label: m0}", "{label: m0, acks: 2}", 15, "acks must be"),
+    ("{label: m0}", "{label: m0, expect: maybe}", 15, "expect must be one of"),
+    ("  latest: []\n", "", 9, "missing: latest"),
+    ("  2.0: []\n", "  2.0: []\n  3.0: []\n", 13, "unknown protocol version '3.0'"),
+    ("[lost-write]", "[lost-writes]", 10, "unknown anomaly 'lost-writes'"),
+    ("  min.insync.replicas: 1\n", "  min.insync.replica: 1\n", 8,
+     "unknown broker config key 'min.insync.replica'"),
+    ("  min.insync.replicas: 1\n", "  min.insync.replicas: many\n", 8, "must be an integer"),
+    ("replicas: [[A, B]]", "replicas: [[A, C]]", 6, "unknown node 'C'"),
+    ("replicas: [[A, B]]", "replicas: [[A, B], [B, A]]", 6, "1 partition(s) but 2"),
+    ("name: x\n", "name: x\nname: y\n", 2, "duplicate key 'name'"),
+    ("name: x\n", "", 1, "missing 'name'"),
+    ("description: a test scenario\n", "description: a test scenario\nextra: 1\n", 3,
+     "unknown key 'extra'"),
+    ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, hw: 1\n", 17, "YAML syntax error"),
+    ("  - wait: {node: B, hw: 1}\n", "  - wait: {hw: 1}\n", 16, "needs a node"),
+    ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, hw: 1, timeout: soon}\n", 16,
+     "positive number of seconds"),
+    ("  - final-read\n", "  - final-read: {heal: maybe}\n", 19, "heal must be"),
+])
+def test_errors_name_file_and_line(tmp_path: Path, old: str, new: str, line: int,
+                                   what: str) -> None:
+    assert old in GOOD
+    err = error_of(tmp_path, GOOD.replace(old, new, 1))
+    assert err.line == line, str(err)
+    assert what in err.message, str(err)
+    assert str(err).startswith(f"{tmp_path / 's.yaml'}:{line}: ")
+    assert isinstance(err, ConfigError) and err.exit_code == 2
+
+
+def test_not_a_mapping_and_empty(tmp_path: Path) -> None:
+    assert "must be a mapping" in str(error_of(tmp_path, "- a\n- b\n"))
+    assert "empty" in str(error_of(tmp_path, ""))
+
+
+def test_find_scenario(tmp_path: Path) -> None:
+    assert find_scenario("kip101-hw-truncation-loss").name == "kip101-hw-truncation-loss.yaml"
+    with pytest.raises(ConfigError, match="unknown scenario 'nope'; known: kip101"):
+        find_scenario("nope")
+    with pytest.raises(ConfigError, match="no scenario file"):
+        find_scenario(str(tmp_path / "missing.yaml"))
+    assert find_scenario(str(write(tmp_path, GOOD))) == tmp_path / "s.yaml"
+
+
+def test_per_version_steps(tmp_path: Path) -> None:
+    text = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.10\", latest]\n")
+    s = load_scenario(write(tmp_path, text))
+    assert [st.kind for st in s.steps_for("0.10")] == [st.kind for st in s.steps]
+    assert "pause" not in [st.kind for st in s.steps_for("2.0")]
+    assert s.steps[2].as_dict()["protocols"] == ["0.10", "latest"]
+    bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.9\"]\n")
+    assert error_of(tmp_path, bad).line == 18

@@ -1,0 +1,96 @@
+"""Finding partition leaders, and a connection that tells 'never sent' from 'lost'.
+
+Clients ask any reachable broker for `metadata` (which may be stale) and retry
+while the answer is "not the leader". The distinction that matters for the
+history is whether a request may have reached a broker: a refused connection
+means it certainly did not; a timeout or a dropped connection after sending
+means it may have.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from broker.wire import Connection, WireError, parse_addr
+
+# Reachable brokers right now: name -> address. Paused or stopped brokers are
+# left out so a client never blocks on a frozen process just to ask who leads.
+NodesFn = Callable[[], dict[str, str]]
+
+
+class NotSent(WireError):
+    """The connection could not be opened: the request never left the client."""
+
+
+class ClientConnection(Connection):
+    """`Connection` with an explicit connect step (see module doc)."""
+
+    def connect(self) -> None:
+        if self._sock is not None:
+            return
+        host, port = parse_addr(self.addr)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=self.timeout)
+            self._file = self._sock.makefile("rb")
+        except OSError as e:
+            self.close()
+            raise NotSent(f"{self.addr}: {type(e).__name__}: {e}") from e
+
+
+def one_request(addr: str, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One request on a fresh connection. Raises NotSent if it could not connect,
+    WireError if the answer was lost."""
+    conn = ClientConnection(addr, timeout=min(timeout, 2.0))
+    try:
+        conn.connect()
+        return conn.request(msg, timeout=timeout)
+    finally:
+        conn.close()
+
+
+class ClusterClient:
+    def __init__(self, nodes: NodesFn, metadata_timeout: float = 1.0) -> None:
+        self.nodes = nodes
+        self.metadata_timeout = metadata_timeout
+        self._last_good: str | None = None
+
+    def metadata(self) -> dict[str, Any] | None:
+        """The first answer of any reachable broker, the last one that answered first."""
+        nodes = self.nodes()
+        order = sorted(nodes, key=lambda n: n != self._last_good)
+        for name in order:
+            try:
+                reply = one_request(nodes[name], {"type": "metadata"}, self.metadata_timeout)
+            except WireError:
+                continue
+            if reply.get("error") is None:
+                self._last_good = name
+                return reply
+        return None
+
+    def leader(self, topic: str, partition: int) -> tuple[str, str] | None:
+        """(name, address) of the partition's leader if some broker knows one and it
+        is reachable; None means "no leader now", retry later."""
+        meta = self.metadata()
+        if meta is None:
+            return None
+        for p in meta.get("partitions", []):
+            if p.get("topic") == topic and p.get("partition") == partition:
+                leader = p.get("leader")
+                reachable = self.nodes()
+                if leader is None or leader not in reachable:
+                    return None
+                return leader, reachable[leader]
+        return None
+
+    def wait_leader(
+        self, topic: str, partition: int, deadline: float, backoff: float = 0.05
+    ) -> tuple[str, str] | None:
+        while True:
+            found = self.leader(topic, partition)
+            if found is not None or time.monotonic() >= deadline:
+                return found
+            time.sleep(backoff)

@@ -1,0 +1,110 @@
+"""Consumers: polls below the HW, and the final read.
+
+A poll is a read: it changes nothing on the broker, so any error completes it
+as `fail` (Jepsen treats reads that way). Records go into the history as
+[[offset, value], ...] with the HW the leader reported (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from broker.wire import WireError
+from workloads.client import ClusterClient, one_request
+from workloads.history import FAIL, OK, History
+
+FINAL = "final"
+
+
+def fetch(addr: str, topic: str, partition: int, offset: int, max_records: int,
+          timeout: float = 5.0) -> dict[str, Any]:
+    return one_request(
+        addr,
+        {"type": "fetch", "topic": topic, "partition": partition, "offset": offset,
+         "max_records": max_records},
+        timeout,
+    )
+
+
+class Consumer:
+    """One consumer process with its own position in one partition."""
+
+    def __init__(self, client: ClusterClient, history: History, process: int | str,
+                 topic: str, partition: int, *, max_records: int = 100) -> None:
+        self.client = client
+        self.history = history
+        self.process = process
+        self.topic = topic
+        self.partition = partition
+        self.max_records = max_records
+        self.position = 0
+
+    def poll(self) -> dict[str, Any]:
+        inv = self.history.invoke(self.process, "poll", None, topic=self.topic,
+                                  partition=self.partition, offset=self.position)
+        target = self.client.leader(self.topic, self.partition)
+        if target is None:
+            return self.history.complete(inv, FAIL, error="LEADER_NOT_AVAILABLE")
+        node, addr = target
+        try:
+            reply = fetch(addr, self.topic, self.partition, self.position, self.max_records)
+        except WireError as e:
+            return self.history.complete(inv, FAIL, error=f"{node}: {e}", node=node)
+        if reply.get("error") is not None:
+            return self.history.complete(inv, FAIL, error=reply["error"], node=node)
+        records = [[r[0], r[2]] for r in reply.get("records", [])]
+        if records:
+            self.position = records[-1][0] + 1
+        return self.history.complete(inv, OK, records=records, hw=reply.get("hw"), node=node)
+
+
+class ConsumerThread(threading.Thread):
+    """Polls in the background until stopped (workload `consumers: N`)."""
+
+    def __init__(self, consumer: Consumer, interval: float = 0.05) -> None:
+        super().__init__(name=f"consumer-{consumer.process}", daemon=True)
+        self.consumer = consumer
+        self.interval = interval
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.consumer.poll()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+
+
+class FinalReadError(Exception):
+    pass
+
+
+def final_read(history: History, leader: str, addr: str, topic: str, partition: int,
+               *, page: int = 1000) -> dict[str, Any]:
+    """Read every record below the leader's HW from offset 0, all pages, as one
+    `poll` op of process "final". Raises FinalReadError (after recording `fail`)."""
+    inv = history.invoke(FINAL, "poll", None, topic=topic, partition=partition, offset=0)
+    records: list[list[int]] = []
+    position = 0
+    hw: int | None = None
+    while True:
+        try:
+            reply = fetch(addr, topic, partition, position, page)
+        except WireError as e:
+            history.complete(inv, FAIL, error=f"{leader}: {e}", node=leader)
+            raise FinalReadError(f"final read of {topic}/{partition} from {leader}: {e}") from e
+        if reply.get("error") is not None:
+            history.complete(inv, FAIL, error=reply["error"], node=leader)
+            raise FinalReadError(
+                f"final read of {topic}/{partition} from {leader}: {reply['error']}")
+        if hw is None:
+            hw = reply.get("hw", 0)  # the target is the HW seen by the first page
+        batch = [[r[0], r[2]] for r in reply.get("records", [])]
+        records.extend(batch)
+        if batch:
+            position = batch[-1][0] + 1
+        if not batch or position >= hw:
+            break
+    return history.complete(inv, OK, records=records, hw=hw, node=leader)

@@ -1,0 +1,100 @@
+"""The Jepsen history recorder: history.jsonl, one operation per line.
+
+Every op is written and flushed the moment it happens, so a run that crashes
+still leaves a checkable prefix (DESIGN.md). Times are ns since the run started,
+on the wall clock, because broker events (events.jsonl) carry wall-clock times
+and both must share one axis.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
+TYPES = (INVOKE, OK, FAIL, INFO)
+
+
+class RunClock:
+    """ns since the run started; converts the brokers' unix-ns event times."""
+
+    def __init__(self, start_unix_ns: int | None = None) -> None:
+        self.start_unix_ns = time.time_ns() if start_unix_ns is None else start_unix_ns
+
+    def now(self) -> int:
+        return time.time_ns() - self.start_unix_ns
+
+    def from_unix(self, unix_ns: int) -> int:
+        return unix_ns - self.start_unix_ns
+
+
+class History:
+    """Thread-safe append-only recorder. `ops` keeps an in-memory copy for the run's
+    own summary; the file is the record."""
+
+    def __init__(self, path: Path, clock: RunClock) -> None:
+        self.path = path
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._index = 0
+        self.ops: list[dict[str, Any]] = []
+
+    def append(
+        self, process: int | str, type: str, f: str, value: Any = None, **fields: Any
+    ) -> dict[str, Any]:
+        if type not in TYPES:
+            raise ValueError(f"op type must be one of {TYPES}, got {type!r}")
+        with self._lock:
+            op = {
+                "index": self._index,
+                "time": self.clock.now(),
+                "process": process,
+                "type": type,
+                "f": f,
+                "value": value,
+                **fields,
+            }
+            self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
+            self._file.flush()
+            self._index += 1
+            self.ops.append(op)
+            return op
+
+    def invoke(self, process: int | str, f: str, value: Any = None, **fields: Any) -> dict:
+        return self.append(process, INVOKE, f, value, **fields)
+
+    def complete(
+        self, invocation: dict[str, Any], type: str, value: Any = None, **fields: Any
+    ) -> dict[str, Any]:
+        """The completion of `invocation`: same process and f, the invoke's extra
+        fields carried over (topic, partition, acks, ...) unless overridden."""
+        carried = {
+            k: v
+            for k, v in invocation.items()
+            if k not in ("index", "time", "process", "type", "f", "value")
+        }
+        carried.update(fields)
+        if value is None:
+            value = invocation.get("value")
+        return self.append(invocation["process"], type, invocation["f"], value, **carried)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """Every complete line of a history file (a torn last line is ignored)."""
+    ops = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                ops.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return ops

@@ -1,0 +1,118 @@
+"""The producer client: unique integer values, one history op pair per send.
+
+Outcome rules (Jepsen's): `ok` = acknowledged; `fail` only when the value was
+certainly not written (NOT_ENOUGH_REPLICAS, a pre-append error such as
+NOT_LEADER_OR_FOLLOWER after the retry deadline, or no leader could be reached
+at all); `info` when it may have been written (timeouts,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, a connection lost after sending). Pre-append
+errors are retried inside the same op: nothing was written, so retrying cannot
+duplicate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any
+
+from broker.wire import WireError
+from workloads.client import ClusterClient, NotSent, one_request
+from workloads.history import FAIL, INFO, OK, History
+
+# Errors a broker returns before appending: safe to retry with fresh metadata.
+RETRIABLE = {
+    "NOT_LEADER_OR_FOLLOWER",
+    "LEADER_NOT_AVAILABLE",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH",
+}
+# Errors that certainly mean "not written" and are final.
+DEFINITE = {"NOT_ENOUGH_REPLICAS", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"}
+
+
+class Values:
+    """Unique integer values for one run: a counter shared by every producer, so
+    values are unique and a scenario's m0, m1, ... are 0, 1, ..."""
+
+    def __init__(self, start: int = 0) -> None:
+        self._counter = itertools.count(start)
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._counter)
+
+
+class Producer:
+    def __init__(
+        self,
+        client: ClusterClient,
+        history: History,
+        process: int,
+        *,
+        acks: int | str = "all",
+        timeout_ms: int = 5000,
+        retry_ms: int = 10000,
+    ) -> None:
+        self.client = client
+        self.history = history
+        self.process = process
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.retry_ms = retry_ms
+
+    def send(
+        self,
+        topic: str,
+        partition: int,
+        value: int,
+        *,
+        acks: int | str | None = None,
+        label: str | None = None,
+    ) -> dict[str, Any]:
+        """Send one value; returns the completion op (type ok/fail/info)."""
+        acks = self.acks if acks is None else acks
+        extra: dict[str, Any] = {"topic": topic, "partition": partition, "acks": acks}
+        if label is not None:
+            extra["label"] = label
+        inv = self.history.invoke(self.process, "send", value, **extra)
+        deadline = time.monotonic() + self.retry_ms / 1000
+        last_error = "LEADER_NOT_AVAILABLE"
+        while True:
+            target = self.client.wait_leader(topic, partition, deadline)
+            if target is None:
+                return self.history.complete(inv, FAIL, error=last_error)
+            node, addr = target
+            request = {
+                "type": "produce",
+                "topic": topic,
+                "partition": partition,
+                "value": value,
+                "acks": acks,
+                "timeout_ms": self.timeout_ms,
+            }
+            try:
+                # The socket waits a little longer than the broker's own timeout,
+                # so a broker-side REQUEST_TIMED_OUT arrives as an answer.
+                reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
+            except NotSent as e:
+                last_error = f"connection refused by {node}: {e}"
+            except WireError as e:
+                return self.history.complete(inv, INFO, error=f"{node}: {e}", node=node)
+            else:
+                error = reply.get("error")
+                if error is None:
+                    fields: dict[str, Any] = {"node": node}
+                    if reply.get("offset") is not None:
+                        fields["offset"] = reply["offset"]
+                    return self.history.complete(inv, OK, **fields)
+                if error in DEFINITE:
+                    return self.history.complete(inv, FAIL, error=error, node=node)
+                if error not in RETRIABLE:
+                    return self.history.complete(inv, INFO, error=error, node=node)
+                last_error = error
+            if time.monotonic() >= deadline:
+                return self.history.complete(inv, FAIL, error=last_error)
+            time.sleep(0.05)
