@@ -55,8 +55,10 @@ class Controller:
             os.replace(tmp, path)
 
     async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return await self.net.deliver(msg, self._handle)
+
+    async def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         t = msg["type"]
-        await self.net.drop_if_blocked(msg)
         now = _now()
         try:
             if t == "status":

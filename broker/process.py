@@ -55,6 +55,15 @@ class NetBlock:
         self.peers = set(peers)
         return {"error": None, "blocked": sorted(self.peers)}
 
+    async def deliver(self, msg: dict[str, Any], handler: Handler) -> dict[str, Any]:
+        """Answer ``msg`` unless its sender is blocked -- before or after handling it:
+        a long-polling fetch that started before the partition must not carry
+        records across it."""
+        await self.drop_if_blocked(msg)
+        resp = await handler(msg)
+        await self.drop_if_blocked(msg)
+        return resp
+
     async def drop_if_blocked(self, msg: dict[str, Any]) -> None:
         sender = msg.get("replica_id") or msg.get("id")
         if sender is None or sender not in self.peers:

@@ -234,6 +234,8 @@ class Broker:
                         await asyncio.sleep(timeout)
                         raise WireError("leader unreachable (network partition)")
                     resp = await conn.request(req, timeout)
+                    if p.leader in self.net.peers:
+                        raise WireError("answer lost to a network partition")
                 except WireError:
                     await asyncio.sleep(backoff)
                     continue
@@ -255,8 +257,10 @@ class Broker:
         return key, self.partitions.get(key)
 
     async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return await self.net.deliver(msg, self._handle)
+
+    async def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         t = msg["type"]
-        await self.net.drop_if_blocked(msg)
         if t == "net-block":
             self.events.add("net-block", peers=sorted(msg["peers"]))
             return self.net.set(msg["peers"])

@@ -16,7 +16,8 @@ ANOMALY_KINDS = (
 PROTOCOLS = ("0.10", "0.11", "2.0", "latest")
 OP_TYPES = ("invoke", "ok", "fail", "info")
 CLIENT_FS = ("send", "poll")
-NEMESIS_FS = ("kill", "start", "pause", "resume", "power-cycle", "partition", "heal")
+# "stop" (SIGTERM, a clean shutdown) is isrlab's addition to DESIGN.md's list.
+NEMESIS_FS = ("kill", "start", "stop", "pause", "resume", "power-cycle", "partition", "heal")
 ROLES = ("leader", "follower", "none")
 FINAL_PROCESS = "final"
 NEMESIS_PROCESS = "nemesis"

@@ -104,7 +104,9 @@ def _problem(checks: list[tuple[Column, Column | str]]) -> Column:
 
 
 def _q(c: Column) -> Column:
-    return F.coalesce(F.to_json(F.array(c)).substr(2, 1000), F.lit("null"))
+    """The value as JSON text, for messages (to_json wants a container: unwrap [v])."""
+    j = F.to_json(F.array(c))
+    return F.coalesce(j.substr(F.lit(2), F.length(j) - 2), F.lit("null"))
 
 
 def _history_checks() -> list[tuple[Column, Column | str]]:

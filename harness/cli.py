@@ -1,28 +1,32 @@
-"""The `isrlab` command: scenarios, reproduce, check.
+"""The `isrlab` command: scenarios, reproduce, check, docker.
 
 Every user error is one line on stderr and exit status 2; a run that cannot
-complete is exit 3; otherwise the checker's verdict decides (0 valid, 1 invalid
-or not reproduced). See DESIGN.md, "Exit status".
+complete is exit 3. `check` exits with the verdict of DESIGN.md (0 valid, 1
+invalid or not reproduced) -- the CI gate. `reproduce` answers a different
+question, "did the protocol keep its guarantees in this run?": 1 when the run
+shows any consistency anomaly or its verdict is not valid, 0 when it is clean
+(README, "Exit status").
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 from broker.config import PROTOCOLS
+from checker.api import RunResult, check_runs, write_junit
+from checker.errors import CheckerError
 from harness import reaper
 from harness.backends import BACKENDS
 from harness.errors import ConfigError, HarnessError, RunIncomplete
-from harness.junit import write_junit
 from harness.progress import Progress
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import find_scenario, list_scenarios, load_scenario
+from reports.render import INDEX, render_index, render_run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,14 +52,37 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--port", type=int, default=19092,
                    help="local: the port of every node (one 127.0.0.x address each); "
                         "docker: the first host port mapped")
-    r.add_argument("--quiet", action="store_true", help="no progress lines")
-    r.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    r.add_argument("--base-image", metavar="IMAGE",
+                   help="docker: build the broker image on this base (e.g. python:3.11-slim) "
+                        "instead of the debootstrapped one")
+    _output_flags(r)
 
     c = sub.add_parser("check", help="check run directories with the Spark checker")
     c.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     c.add_argument("--master", help="Spark master (default: embedded local[*])")
     c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
+    c.add_argument("--results", type=Path, metavar="DIR",
+                   help="append every run's results to this Parquet table (trend pages)")
+    c.add_argument("--index", type=Path, metavar="FILE",
+                   help="write the batch's index page here (default: PATH/index.html "
+                        "when one tree of several runs is checked)")
+    c.add_argument("--no-report", action="store_true", help="skip the HTML reports")
+    _output_flags(c)
+
+    d = sub.add_parser("docker", help="build the broker image, clean up crashed runs")
+    dsub = d.add_subparsers(dest="docker_command", required=True, parser_class=_Parser)
+    b = dsub.add_parser("build", help="build the base and broker images where missing")
+    b.add_argument("--base-image", metavar="IMAGE", help="e.g. python:3.11-slim")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    cl = dsub.add_parser("clean", help="remove containers, networks and volumes of "
+                                       "crashed runs")
+    cl.add_argument("--images", action="store_true", help="also remove stale broker images")
     return p
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_scenarios()
         if args.command == "reproduce":
             return cmd_reproduce(args)
+        if args.command == "docker":
+            return cmd_docker(args)
         return cmd_check(args)
     except HarnessError as e:
         print(f"isrlab: {e}", file=sys.stderr)
@@ -86,6 +115,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     # local: every node's port; docker: the first of the host ports it maps.
     options: dict[str, Any] = {"port": args.port}
+    if args.base_image:
+        if args.backend != "docker":
+            raise ConfigError("--base-image applies to --backend docker only")
+        options["base_image"] = args.base_image
     record = run_scenario(
         scenario,
         RunOptions(protocol=args.protocol, backend=args.backend, seed=args.seed,
@@ -100,26 +133,37 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if record.error is not None:
         return _finish(args, summary, record.error.exit_code, error=str(record.error),
                        incomplete=True)
-    try:
-        check_runs = importlib.import_module("checker.api").check_runs
-    except (ImportError, AttributeError) as e:
-        return _finish(args, summary, RunIncomplete.exit_code, error=f"checker unavailable: {e}")
     progress.line("checking ...")
     try:
         result = check_runs([record.run_dir], progress=lambda m: progress.line(f"  {m}"))[0]
-    except Exception as e:
-        return _finish(args, summary, _checker_exit(e), error=f"checker: {_one_line(e)}")
+    except CheckerError as e:
+        return _finish(args, summary, e.exit_code, error=f"checker: {_one_line(e)}")
     report = _render(record.run_dir)
+    code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
+                   unexpected=result.unexpected, missing=result.missing,
                    report=str(report) if report else None)
     if not args.json:
-        print(f"verdict: {result.verdict}")
+        print(f"verdict: {result.verdict}{_verdict_gloss(result)}")
         for a in summary["anomalies"]:
             print(f"  {_anomaly_line(a)}")
         print(f"run: {record.run_dir}")
         if report:
             print(f"report: {report}")
-    return _finish(args, summary, result.exit_code)
+    return _finish(args, summary, code)
+
+
+def reproduce_exit_code(result: RunResult) -> int:
+    """1 if the run shows a consistency anomaly (expected or not) or is not valid."""
+    return 1 if result.anomalies or result.verdict != "valid" else 0
+
+
+def _verdict_gloss(result: RunResult) -> str:
+    if result.verdict != "valid":
+        return ""
+    if result.anomalies:
+        return " (the anomalies this scenario documents for this version reproduced)"
+    return " (no anomaly: the protocol kept its guarantees)"
 
 
 def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
@@ -136,19 +180,12 @@ def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
 
 
 def _render(run_dir: Path) -> Path | None:
-    """The HTML report; a missing or failing renderer costs the report, not the verdict."""
+    """The HTML report; a failing renderer costs the report, not the verdict."""
     try:
-        render_run = importlib.import_module("reports.render").render_run
-        return Path(render_run(run_dir))
-    except Exception as e:
-        print(f"isrlab: no report: {_one_line(e)}", file=sys.stderr)
+        return render_run(run_dir)
+    except Exception as e:  # noqa: BLE001 -- reported on one line, the verdict stands
+        print(f"isrlab: no report for {run_dir}: {_one_line(e)}", file=sys.stderr)
         return None
-
-
-def _checker_exit(e: Exception) -> int:
-    # The checker's own errors carry an exit status (2: a run it cannot read).
-    code = getattr(e, "exit_code", None)
-    return code if isinstance(code, int) else RunIncomplete.exit_code
 
 
 def _one_line(e: BaseException) -> str:
@@ -180,24 +217,53 @@ def cmd_check(args: argparse.Namespace) -> int:
     for p in args.paths:
         if not p.exists():
             raise ConfigError(f"no such run directory: {p}")
+    progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     try:
-        api = importlib.import_module("checker.api")
-    except ImportError as e:
-        raise RunIncomplete(f"checker unavailable: {e}") from e
-    kwargs = {"master": args.master} if args.master else {}
-    try:
-        results = api.check_runs(list(args.paths), **kwargs)
-    except Exception as e:
+        results = check_runs(list(args.paths), master=args.master,
+                             progress=progress.line, results_table=args.results)
+    except CheckerError as e:
         print(f"isrlab: {_one_line(e)}", file=sys.stderr)
-        return _checker_exit(e)
-    for r in results:
-        print(f"{r.verdict:15} {r.run_dir}")
-        for a in _plain(r.anomalies):
-            print(f"  {_anomaly_line(a)}")
+        return e.exit_code
+    if not results:
+        where = ", ".join(map(str, args.paths))
+        raise ConfigError(f"no run directory (with run.json) under {where}")
+    reports = {}
+    if not args.no_report:
+        progress.line(f"rendering {len(results)} report(s)")
+        reports = {r.run_id: _render(r.run_dir) for r in results}
+        index = args.index
+        if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
+            index = args.paths[0] / INDEX
+        if index is not None:
+            progress.line(f"index: {render_index([r.summary for r in results], index)}")
     if args.junit is not None:
-        write = getattr(api, "write_junit", None) or write_junit
-        write(results, args.junit)
-    return max((r.exit_code for r in results), default=0)
+        write_junit(results, args.junit)
+    if args.json:
+        print(json.dumps({"runs": [{**r.summary, "report": str(reports.get(r.run_id) or "")
+                                    or None} for r in results]}, default=str))
+    else:
+        for r in results:
+            print(f"{r.verdict:15} {r.run_dir}")
+            for a in r.anomalies:
+                print(f"  {_anomaly_line(a)}")
+    return max(r.exit_code for r in results)
+
+
+def cmd_docker(args: argparse.Namespace) -> int:
+    # Imported here: the docker SDK is only needed by those who use Docker.
+    from harness import docker_image
+
+    if args.docker_command == "build":
+        progress = Progress(sys.stderr, quiet=args.quiet)
+        print(docker_image.ensure_images(args.base_image, quiet=args.quiet,
+                                         progress=progress.line))
+        return 0
+    removed = docker_image.clean_leftovers()
+    line = ", ".join(f"{n} {kind}" for kind, n in removed.items())
+    if args.images:
+        line += f", {len(docker_image.prune_images())} stale broker images"
+    print(f"removed {line}")
+    return 0
 
 
 if __name__ == "__main__":

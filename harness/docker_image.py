@@ -18,7 +18,6 @@ Everything isrlab starts at run time carries the label `isrlab.run=<run-id>`;
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -523,35 +522,3 @@ def prune_images(
         if own:
             client.close()
     return removed
-
-
-# ---------------------------------------------------------------- manual use
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m harness.docker_image build|clean` until the CLI grows `isrlab docker`."""
-    parser = argparse.ArgumentParser(prog="python -m harness.docker_image")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="build the base and broker images if missing")
-    b.add_argument("--base-image", default=None, help="e.g. python:3.11-slim")
-    b.add_argument("-q", "--quiet", action="store_true")
-    c = sub.add_parser("clean", help="remove everything labelled isrlab.run")
-    c.add_argument("--images", action="store_true", help="also remove stale broker images")
-    args = parser.parse_args(argv)
-    try:
-        if args.cmd == "build":
-            print(ensure_images(args.base_image, quiet=args.quiet))
-        else:
-            removed = clean_leftovers()
-            line = ", ".join(f"{v} {k}" for k, v in removed.items())
-            if args.images:
-                line += f", {len(prune_images())} stale broker images"
-            print(line + " removed")
-    except DockerImageError as e:
-        print(f"isrlab: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

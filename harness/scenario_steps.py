@@ -7,13 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config import PROTOCOLS
+from harness.backends.base import CONTROLLER
 from harness.validate import Validator, check_topic_partition, empty_map
 from harness.yamlloc import LocMap, LocSeq
+from nemesis import grudges
 from nemesis.faults import NETWORK_FAULTS, PROCESS_FAULTS
 
 ADMIN_OPS = ("flush", "checkpoint-hw")
-OUTCOMES = ("ok", "fail", "info", "any")
-STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", *PROCESS_FAULTS)
+# "not-ok": fail or info -- a write that must not be acknowledged, however it ends.
+OUTCOMES = ("ok", "fail", "info", "not-ok", "any")
+STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", *PROCESS_FAULTS,
+              *NETWORK_FAULTS)
+PARTITION_SHAPES = ("isolate", "split", "halves", "bridge", "cut")
 STEP_MODIFIERS = ("protocols", "note")
 # Broker status fields a wait may test; the controller's status has a subset
 # (leader, leader_epoch, isr, partition_epoch).
@@ -50,6 +55,9 @@ class Step:
         a = self.args
         if self.kind in PROCESS_FAULTS:
             return f"{self.kind} {', '.join(a['nodes'])}"
+        if self.kind == "partition":
+            return f"partition ({a['shape']}): " + "; ".join(
+                f"{n} cut from {','.join(peers)}" for n, peers in a["grudge"].items())
         if self.kind == "produce":
             label = f" {a['label']}" if a.get("label") else ""
             return f"produce {a['n']}{label} (acks {a['acks']}, expect {a['expect']})"
@@ -87,8 +95,6 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
         m = v.mapping(raw, line, "a step")
         kinds = [k for k in m if k not in STEP_MODIFIERS]
         for k in kinds:
-            if k in NETWORK_FAULTS:
-                raise v.err(m.line_of(k), f"{k} steps are not available yet (issue 4)")
             if k not in STEP_KINDS:
                 raise v.err(m.line_of(k), f"unknown step {k!r}; known: "
                                           f"{', '.join(STEP_KINDS)}")
@@ -114,6 +120,12 @@ def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
                topics: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
     if kind in PROCESS_FAULTS:
         return {"nodes": v.nodes(raw, line, brokers, kind)}
+    if kind == "heal":
+        if raw is not None:
+            raise v.err(line, "heal takes no arguments")
+        return {}
+    if kind == "partition":
+        return _partition_args(v, raw, line, brokers)
     if kind == "final-read":
         m = v.mapping(raw if raw is not None else empty_map(line), line, "final-read")
         v.keys(m, ("timeout", "heal"), "final-read")
@@ -218,3 +230,39 @@ def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[st
             raise v.err(m.line, "wait needs an event or at least one status field")
     args["conditions"] = conditions
     return args
+
+
+def _partition_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[str, Any]:
+    """`partition: halves|bridge` or `partition: {isolate: A}`, `{split: [[A], [B, C]]}`,
+    `{cut: [[A], [controller]]}`; nodes are the brokers in cluster order, then the
+    controller."""
+    nodes = [*brokers, CONTROLLER]
+    if isinstance(raw, str):
+        if raw == "halves":
+            return {"shape": "halves", "grudge": grudges.halves(nodes)}
+        if raw == "bridge":
+            return {"shape": "bridge", "grudge": grudges.bridge(nodes)}
+        raise v.err(line, f"unknown partition {raw!r}; shapes: {', '.join(PARTITION_SHAPES)}")
+    m = v.mapping(raw, line, "partition")
+    v.keys(m, PARTITION_SHAPES, "partition")
+    if len(m) != 1:
+        raise v.err(line, "a partition names exactly one shape")
+    (shape, arg), = m.items()
+    at = m.line_of(shape)
+    if shape == "isolate":
+        node = v.nodes(arg, at, brokers, "isolate", allow_controller=True)
+        if len(node) != 1:
+            raise v.err(at, "isolate takes one node")
+        return {"shape": f"isolate {node[0]}", "grudge": grudges.isolate(node[0], nodes)}
+    if shape in ("halves", "bridge"):
+        raise v.err(at, f"write `partition: {shape}` (it takes no arguments)")
+    groups = v.seq(arg, at, shape)
+    sides = [v.nodes(g, at, brokers, shape, allow_controller=True) for g in groups]
+    if shape == "cut":
+        if len(sides) != 2:
+            raise v.err(at, "cut takes two lists of nodes: [[A], [controller]]")
+        return {"shape": f"cut {sides[0]} from {sides[1]}",
+                "grudge": grudges.cut(sides[0], sides[1], nodes)}
+    if sum(len(s) for s in sides) != len({n for s in sides for n in s}):
+        raise v.err(at, "split: a node is in more than one group")
+    return {"shape": f"split {sides}", "grudge": grudges.split(sides, nodes)}

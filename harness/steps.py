@@ -67,6 +67,10 @@ class StepRunner:
         try:
             if step.kind in PROCESS_FAULTS:
                 ctx.nemesis.invoke(step.kind, step.args["nodes"])
+            elif step.kind == "partition":
+                ctx.nemesis.partition(step.args["grudge"])
+            elif step.kind == "heal":
+                ctx.nemesis.heal()
             else:
                 getattr(self, "_" + step.kind.replace("-", "_"))(step, started)
         except RunIncomplete as e:
@@ -85,7 +89,7 @@ class StepRunner:
                                    label=a["label"])
             detail = f"offset {op['offset']}" if "offset" in op else op.get("error", "")
             ctx.progress.line(f"  send {value} -> {op['type']} {detail}".rstrip())
-            if a["expect"] != "any" and op["type"] != a["expect"]:
+            if not _outcome_matches(a["expect"], op["type"]):
                 raise RunIncomplete(f"send {value} expected {a['expect']}, got {op['type']}"
                                     f" ({op.get('error', 'no error')})")
 
@@ -201,3 +205,11 @@ class StepRunner:
                     or p.get("leo") != lp.get("leo"):
                 return None
         return leader, self.ctx.backend.address(leader)
+
+
+def _outcome_matches(expect: str, outcome: str) -> bool:
+    if expect == "any":
+        return True
+    if expect == "not-ok":
+        return outcome != "ok"
+    return outcome == expect

@@ -7,6 +7,7 @@ opens offline and makes no request to any other host.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,37 @@ def render_run(run_dir: Path) -> Path:
         )
     )
     out = data.path / "check" / REPORT
-    tmp = out.with_name(REPORT + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)
+    _write_atomic(out, html)
     return out
+
+
+INDEX = "index.html"
+
+
+def render_index(summaries: list[dict[str, Any]], out: Path) -> Path:
+    """Write a batch's index page: one row per run, linking each run's report.
+
+    ``summaries`` are the runs' check/summary.json contents (RunResult.summary).
+    Links are relative to ``out`` so the tree can be moved or served as is.
+    """
+    out = Path(out).resolve()
+    rows, counts = [], {}
+    for s in sorted(summaries, key=lambda s: (s["verdict"] == "valid", str(s.get("run_dir")))):
+        report = Path(s["run_dir"]) / "check" / REPORT
+        rows.append({**s, "report": os.path.relpath(report, out.parent) if report.is_file()
+                     else None})
+        counts[s["verdict"]] = counts.get(s["verdict"], 0) + 1
+    html = _env().get_template("index.html").render(
+        runs=rows, counts=counts, bad=sum(n for v, n in counts.items() if v != "valid"),
+        checked_at=max((str(s.get("checked_at", "")) for s in summaries), default=None),
+    )
+    _write_atomic(out, html)
+    return out
+
+
+def _write_atomic(out: Path, text: str) -> None:
+    # A reader (a CI artifact upload, a browser) never sees half a page.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)

@@ -52,40 +52,41 @@ def one_request(addr: str, msg: dict[str, Any], timeout: float) -> dict[str, Any
 
 
 class ClusterClient:
+    """Leader discovery as KIP-320 clients do it: metadata answers carry leader
+    epochs and the freshest (highest epoch) wins, so a deposed leader that still
+    believes it leads -- cut off from the controller -- is not trusted over the
+    broker the controller elected."""
+
     def __init__(self, nodes: NodesFn, metadata_timeout: float = 1.0) -> None:
         self.nodes = nodes
         self.metadata_timeout = metadata_timeout
-        self._last_good: str | None = None
 
-    def metadata(self) -> dict[str, Any] | None:
-        """The first answer of any reachable broker, the last one that answered first."""
-        nodes = self.nodes()
-        order = sorted(nodes, key=lambda n: n != self._last_good)
-        for name in order:
+    def metadata(self) -> list[dict[str, Any]]:
+        """Every reachable broker's metadata answer (brokers that fail are skipped)."""
+        answers = []
+        for addr in self.nodes().values():
             try:
-                reply = one_request(nodes[name], {"type": "metadata"}, self.metadata_timeout)
+                reply = one_request(addr, {"type": "metadata"}, self.metadata_timeout)
             except WireError:
                 continue
             if reply.get("error") is None:
-                self._last_good = name
-                return reply
-        return None
+                answers.append(reply)
+        return answers
 
     def leader(self, topic: str, partition: int) -> tuple[str, str] | None:
-        """(name, address) of the partition's leader if some broker knows one and it
-        is reachable; None means "no leader now", retry later."""
-        meta = self.metadata()
-        if meta is None:
+        """(name, address) of the partition's leader in the freshest answer, if it is
+        reachable; None means "no leader now", retry later."""
+        best: dict[str, Any] | None = None
+        for meta in self.metadata():
+            for p in meta.get("partitions", []):
+                if p.get("topic") == topic and p.get("partition") == partition and (
+                        best is None or p.get("leader_epoch", -1) > best.get("leader_epoch", -1)):
+                    best = p
+        reachable = self.nodes()
+        leader = best.get("leader") if best is not None else None
+        if leader is None or leader not in reachable:
             return None
-        for p in meta.get("partitions", []):
-            if p.get("topic") == topic and p.get("partition") == partition:
-                leader = p.get("leader")
-                reachable = self.nodes()
-                if leader is None or leader not in reachable:
-                    return None
-                return leader, reachable[leader]
-        return None
-
+        return leader, reachable[leader]
     def wait_leader(
         self, topic: str, partition: int, deadline: float, backoff: float = 0.05
     ) -> tuple[str, str] | None:
