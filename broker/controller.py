@@ -63,6 +63,7 @@ class Controller:
         try:
             if t == "status":
                 return {"error": None, "node": "controller", "live": self.core.live,
+                        "blocked": sorted(self.net.peers),
                         "partitions": [st.to_dict() for st in self.core.partitions.values()]}
             if t == "events":
                 return self.events.since(int(msg.get("since", 0)))

@@ -347,7 +347,7 @@ class Broker:
             st["fsynced_leo"] = self.store.partition(*key).fsynced_leo
             parts.append(st)
         return {"error": None, "node": self.node, "incarnation": self.incarnation,
-                "protocol": self.protocol, "partitions": parts}
+                "protocol": self.protocol, "blocked": sorted(self.net.peers), "partitions": parts}
 
     # -- timers ----------------------------------------------------------------------------
 

@@ -51,15 +51,49 @@ def alive(pid: int) -> bool:
         return False
 
 
+def free_base_port(count: int) -> int:
+    """A base port with `count` consecutive ports free on 127.0.0.1 (docker maps
+    one host port per node from the base)."""
+    for _ in range(50):
+        base = free_port()
+        if base + count >= 65535:
+            continue
+        try:
+            for p in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free port range")
+
+
+def docker_or_skip():
+    """A docker client; without an engine the test skips -- or fails when
+    ISRLAB_REQUIRE_DOCKER=1 (CI), so a missing engine cannot pass as skipped."""
+    from harness.docker_image import DockerUnavailable, docker_client
+
+    try:
+        return docker_client()
+    except DockerUnavailable as e:
+        if os.environ.get("ISRLAB_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"ISRLAB_REQUIRE_DOCKER=1 but {e}")
+        pytest.skip(str(e))
+
+
+def docker_leftovers(client, run_id: str | None = None) -> list[str]:
+    """Containers, networks and volumes labelled as isrlab's (one run's, or any)."""
+    label = {"label": "isrlab.run" if run_id is None else f"isrlab.run={run_id}"}
+    return (
+        [x.name for x in client.containers.list(all=True, filters=label)]
+        + [x.name for x in client.networks.list(filters=label)]
+        + [x.name for x in client.volumes.list(filters=label)]
+    )
+
+
 @pytest.fixture
 def port() -> int:
     return free_port()
-
-
-@pytest.fixture
-def stub_options(port: int) -> dict:
-    return {"port": port, "controller_module": "stub_broker", "broker_module": "stub_broker",
-            "extra_pythonpath": [str(TESTS)], "start_timeout": 10.0}
 
 
 # --- checker and report tests (owned by checker/) ------------------------------

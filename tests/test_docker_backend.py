@@ -15,10 +15,10 @@ from typing import Any
 
 import docker.client
 import pytest
+from conftest import docker_leftovers, docker_or_skip, free_base_port
 
 from harness.admin import request, try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
-from harness.docker_image import DockerUnavailable, docker_client
 from harness.errors import ConfigError
 
 pytestmark = pytest.mark.docker
@@ -34,41 +34,9 @@ SPEC = ClusterSpec(
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[docker.client.DockerClient]:
-    try:
-        c = docker_client()
-    except DockerUnavailable as e:
-        if os.environ.get("ISRLAB_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"ISRLAB_REQUIRE_DOCKER=1 but {e}")
-        pytest.skip(str(e))
+    c = docker_or_skip()
     yield c
     c.close()
-
-
-def _free_base_port(count: int) -> int:
-    """A base port with `count` consecutive ports free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count >= 65535:
-            continue
-        try:
-            for p in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free port range")
-
-
-def _leftovers(client: docker.client.DockerClient, run_id: str) -> list[str]:
-    label = {"label": f"isrlab.run={run_id}"}
-    return (
-        [x.name for x in client.containers.list(all=True, filters=label)]
-        + [x.name for x in client.networks.list(filters=label)]
-        + [x.name for x in client.volumes.list(filters=label)]
-    )
 
 
 @pytest.fixture
@@ -76,10 +44,10 @@ def backend(client, tmp_path: Path):
     from harness.backends.docker import DockerBackend
 
     run_dir = tmp_path / f"run-{os.getpid()}-{time.monotonic_ns()}"
-    b = DockerBackend(SPEC, run_dir, port=_free_base_port(4), quiet=True)
+    b = DockerBackend(SPEC, run_dir, port=free_base_port(4), quiet=True)
     yield b
     b.teardown()
-    assert _leftovers(client, b.run_id) == []
+    assert docker_leftovers(client, b.run_id) == []
 
 
 def _wait(what: str, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -251,13 +219,13 @@ def test_taken_port_is_a_config_error_and_nothing_is_created(client, tmp_path: P
         with pytest.raises(ConfigError, match="address in use"):
             b.check_addresses()
         b.teardown()
-    assert _leftovers(client, b.run_id) == []
+    assert docker_leftovers(client, b.run_id) == []
 
 
 def test_network_clash_is_a_config_error(client, tmp_path: Path):
     from harness.backends.docker import DockerBackend
 
-    b = DockerBackend(SPEC, tmp_path / "run-net-clash", port=_free_base_port(4), quiet=True)
+    b = DockerBackend(SPEC, tmp_path / "run-net-clash", port=free_base_port(4), quiet=True)
     squatter = client.networks.create(b.prefix, labels={"isrlab.test": "squatter"})
     try:
         b.check_addresses()
@@ -266,44 +234,4 @@ def test_network_clash_is_a_config_error(client, tmp_path: Path):
     finally:
         b.teardown()
         squatter.remove()
-    assert _leftovers(client, b.run_id) == []
-
-
-def _final_read(run_dir: Path) -> list[list[int]]:
-    import json
-
-    finals = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()
-              if '"final"' in line]
-    return [f["records"] for f in finals if f["type"] == "ok"]
-
-
-@pytest.mark.parametrize("protocol", ["0.10", "0.11"])
-def test_kip101_scenario_gives_the_same_outcome_as_local(client, tmp_path, monkeypatch,
-                                                         protocol):
-    # The KIP-101 loss hinges on fault timing (a paused leader must not answer a
-    # restarted follower); the same history on both backends is what parity means
-    # here. The verdict itself comes from the Spark checker, run elsewhere.
-    from conftest import free_port
-
-    from harness.backends import BACKENDS
-    from harness.progress import Progress
-    from harness.runner import RunOptions, run_scenario
-    from harness.scenario import find_scenario, load_scenario
-
-    monkeypatch.setitem(BACKENDS, "docker", "harness.backends.docker:DockerBackend")
-    scenario = load_scenario(find_scenario("kip101-hw-truncation-loss"))
-    finals = {}
-    for backend, options in (("local", {"port": free_port()}),
-                             ("docker", {"port": _free_base_port(4), "quiet": True})):
-        record = run_scenario(
-            scenario,
-            RunOptions(protocol=protocol, backend=backend, seed=1, runs_dir=tmp_path / backend,
-                       backend_options=options),
-            Progress(quiet=True),
-        )
-        assert record.error is None, record.error
-        finals[backend] = _final_read(record.run_dir)
-        assert _leftovers(client, record.run_id) == []
-    assert finals["docker"] == finals["local"]
-    # 0.10 loses the acked m1 (truncation to the checkpointed HW); 0.11 keeps it.
-    assert len(finals["docker"][-1]) == (1 if protocol == "0.10" else 2)
+    assert docker_leftovers(client, b.run_id) == []

@@ -16,6 +16,7 @@ import docker.api.client
 import docker.client
 import docker.errors
 import pytest
+from conftest import docker_or_skip
 
 from harness import docker_image
 from harness.docker_image import (
@@ -29,18 +30,10 @@ from harness.docker_image import (
 RUN_ID = f"test-{uuid.uuid4().hex[:8]}"
 
 
-def _client_or_skip() -> docker.client.DockerClient:
-    try:
-        return docker_image.docker_client()
-    except DockerUnavailable as e:
-        if os.environ.get("ISRLAB_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"ISRLAB_REQUIRE_DOCKER=1 but {e}")
-        pytest.skip(str(e))
-
 
 @pytest.fixture(scope="module")
 def client():
-    c = _client_or_skip()
+    c = docker_or_skip()
     yield c
     # Nothing this module started may survive it.
     label = {"label": f"isrlab.run={RUN_ID}"}

@@ -79,22 +79,14 @@ class LocalBackend(Backend):
         *,
         port: int = 19092,
         host_prefix: str = "127.0.0.",
-        controller_module: str | None = None,
-        broker_module: str | None = None,
         python: str = sys.executable,
         start_timeout: float = 20.0,
         stop_timeout: float = 15.0,
-        extra_pythonpath: list[str] | None = None,
     ) -> None:
         super().__init__(spec, run_dir)
         self.port = port
         self.host_prefix = host_prefix
-        # The environment may name other modules (tests run a stub broker this way).
-        self.modules = {
-            CONTROLLER: controller_module
-            or os.environ.get("ISRLAB_CONTROLLER_MODULE", "broker.controller"),
-            "broker": broker_module or os.environ.get("ISRLAB_BROKER_MODULE", "broker.server"),
-        }
+        self.modules = {CONTROLLER: "broker.controller", "broker": "broker.server"}
         self.python = python
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -102,7 +94,7 @@ class LocalBackend(Backend):
         self._grudge: dict[str, list[str]] = {}  # current partition, re-applied on restart
         self._lock = threading.Lock()
         self._config_path = run_dir / "cluster.json"
-        self._pythonpath = [*(extra_pythonpath or []), str(Path(__file__).resolve().parents[2])]
+        self._pythonpath = [str(Path(__file__).resolve().parents[2])]
 
     # -- addresses ---------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The runner end to end on the stub broker: run directory contents, steps,
+"""The runner end to end on the real broker: run directory contents, steps,
 events, timeouts, and no process left behind."""
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from harness.scenario import load_scenario
 from workloads.history import read_history
 
 
-def _run(name: str, tmp_path: Path, stub_options: dict):
+def _run(name: str, tmp_path: Path, port: int):
     scenario = load_scenario(TESTS / "data" / name)
     opts = RunOptions(protocol="0.11", seed=7, runs_dir=tmp_path / "runs",
-                      backend_options=stub_options)
+                      backend_options={"port": port})
     record = run_scenario(scenario, opts, Progress(quiet=True))
     assert descendants(os.getpid()) == []
     return record
 
 
-def test_complete_run_writes_run_directory(tmp_path: Path, stub_options: dict) -> None:
-    record = _run("stub-single.yaml", tmp_path, stub_options)
+def test_complete_run_writes_run_directory(tmp_path: Path, port: int) -> None:
+    record = _run("single-broker.yaml", tmp_path, port)
     assert record.error is None, record.error
     d = record.run_dir
     meta = json.loads((d / "run.json").read_text())
@@ -40,15 +40,16 @@ def test_complete_run_writes_run_directory(tmp_path: Path, stub_options: dict) -
     assert [o["index"] for o in ops] == list(range(len(ops)))
     assert all(ops[i]["time"] <= ops[i + 1]["time"] for i in range(len(ops) - 1))
     sends = [o for o in ops if o["f"] == "send" and o["type"] == "ok"]
-    assert [(o["value"], o["offset"]) for o in sends] == [(0, 0), (1, 1), (2, 2), (3, 0)]
+    # A kill keeps what was written (only power-cycle loses un-fsynced bytes).
+    assert [(o["value"], o["offset"]) for o in sends] == [(0, 0), (1, 1), (2, 2), (3, 3)]
     assert sends[0]["label"] == "m0" and sends[0]["acks"] == "all"
     nem = [(o["type"], o["f"], o["value"]) for o in ops if o["process"] == "nemesis"]
     assert nem[:2] == [("invoke", "pause", ["A"]), ("info", "pause", ["A"])]
     assert ("info", "kill", ["A"]) in nem
     final = [o for o in ops if o["process"] == "final"]
     assert [o["type"] for o in final] == ["invoke", "ok"]
-    # The stub lost its memory on the kill, so the final log is [3] at offset 0.
-    assert final[1]["records"] == [[0, 3]] and final[1]["hw"] == 1 and final[0]["offset"] == 0
+    assert final[1]["records"] == [[0, 0], [1, 1], [2, 2], [3, 3]] and final[1]["hw"] == 4
+    assert final[0]["offset"] == 0
     polls = [o for o in ops if o["process"] == 1 and o["type"] == "ok"]
     assert polls[0]["records"] == [[0, 0], [1, 1], [2, 2]]
 
@@ -60,17 +61,19 @@ def test_complete_run_writes_run_directory(tmp_path: Path, stub_options: dict) -
 
     log = [json.loads(line) for line in (d / "replicas" / "A" / "log.jsonl").read_text()
            .splitlines()]
-    assert log == [{"topic": "t", "partition": 0, "offset": 0, "epoch": 0, "value": 3}]
+    assert [(r["offset"], r["value"]) for r in log] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    epochs = [r["epoch"] for r in log]
+    assert epochs == sorted(epochs) and epochs[0] == 0
     state = json.loads((d / "replicas" / "A" / "state.json").read_text())
-    assert state["node"] == "A" and state["partitions"][0]["leo"] == 1
+    assert state["node"] == "A" and state["partitions"][0]["leo"] == 4
     assert (d / "logs" / "A.log").exists() and (d / "logs" / "controller.log").exists()
 
 
-def test_wait_timeout_is_incomplete_run(tmp_path: Path, stub_options: dict) -> None:
-    record = _run("stub-hang.yaml", tmp_path, stub_options)
+def test_wait_timeout_is_incomplete_run(tmp_path: Path, port: int) -> None:
+    record = _run("hang.yaml", tmp_path, port)
     assert record.error is not None and record.error.exit_code == 3
     msg = str(record.error)
-    assert "stub-hang.yaml:10: step 2" in msg and "timed out after 2s" in msg
+    assert "hang.yaml:10: step 2" in msg and "timed out after 2s" in msg
     meta = json.loads((record.run_dir / "run.json").read_text())
     assert meta["status"] == "incomplete" and meta["ended_at"]
     # B was paused: it is collected from its data directory.
