@@ -12,6 +12,8 @@ import tempfile
 import threading
 import warnings
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from checker.java import ensure_java
@@ -41,6 +43,11 @@ def _log4j_file() -> str:
     return path
 
 
+def driver_log_path() -> str:
+    """Where the Spark driver JVM's stdout/stderr go (one file per user, appended)."""
+    return os.path.join(tempfile.gettempdir(), f"isrlab-spark-driver-{os.getuid()}.log")
+
+
 def get_session(master: str | None = None, progress_bar: bool = False) -> SparkSession:
     """Return the cached SparkSession, starting it on first use.
 
@@ -61,25 +68,29 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
             # pyspark warns at import time about pandas versions it has not
             # been validated with; the checker does not use pandas through Spark.
             warnings.simplefilter("ignore", FutureWarning)
-            builder = (
-                SparkSession.builder.master(master)
-                .appName("isrlab-checker")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", str(progress_bar).lower())
-                .config("spark.sql.shuffle.partitions", "4")
-                .config("spark.default.parallelism", "4")
-                .config("spark.driver.extraJavaOptions", log4j)
-                .config("spark.sql.session.timeZone", "UTC")
+            conf = SparkConf().setMaster(master).setAppName("isrlab-checker").setAll([
+                ("spark.ui.enabled", "false"),
+                ("spark.ui.showConsoleProgress", str(progress_bar).lower()),
+                ("spark.sql.shuffle.partitions", "4"),
+                ("spark.default.parallelism", "4"),
+                ("spark.driver.extraJavaOptions", log4j),
+                ("spark.sql.session.timeZone", "UTC"),
                 # Run directories are many small files; do not split-pack them
-                # into huge partitions, and do not choke on a long union plan.
-                .config("spark.sql.files.openCostInBytes", str(1 << 20))
-            )
+                # into huge partitions.
+                ("spark.sql.files.openCostInBytes", str(1 << 20)),
+            ])
             if master.startswith("local"):
                 # Adaptive execution splits every query into one job per stage and
                 # re-plans between them; on one machine with small partitions that
                 # overhead outweighs its skew handling (measured ~1.5x on test runs).
-                builder = builder.config("spark.sql.adaptive.enabled", "false")
-            session = builder.getOrCreate()
+                conf.set("spark.sql.adaptive.enabled", "false")
+            if SparkContext._active_spark_context is None:
+                # The JVM's own start-up lines (JDK warnings, log4j defaults) go to a
+                # log file, not the user's terminal; errors still reach us via py4j.
+                with open(driver_log_path(), "ab") as log:
+                    gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+                SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+            session = SparkSession.builder.config(conf=conf).getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_master = session, master
         return session
