@@ -48,9 +48,9 @@ def _one(make: Callable[[Path], Backend], root: Path, i: int) -> dict[str, float
         out["resume"] = _timed(lambda: b.resume(victim))
         out["power-cycle"] = _timed(lambda: b.power_cycle(victim))
         b.start(victim)
-        if isinstance(b, DockerBackend):
-            out["partition"] = _timed(lambda: b.partition({victim: ["controller"]}))
-            out["heal"] = _timed(b.heal)
+        out["partition"] = _timed(lambda: b.partition({victim: ["controller"],
+                                                        "controller": [victim]}))
+        out["heal"] = _timed(b.heal)
     finally:
         out["teardown"] = _timed(b.teardown)
     return out

@@ -38,7 +38,9 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", help="default: every shipped scenario")
     ap.add_argument("--protocol", action="append", choices=PROTOCOLS,
                     help="default: every version")
-    ap.add_argument("--port", type=int, default=19192)
+    ap.add_argument("--backend", default="local", choices=["local", "docker"])
+    ap.add_argument("--port", type=int, default=19192,
+                    help="local: every node's port; docker: the first host port")
     ap.add_argument("--runs-dir", type=Path, help="default: a temporary directory")
     ap.add_argument("--no-reproduce-timing", action="store_true",
                     help="skip the timed `isrlab reproduce` per scenario")
@@ -55,6 +57,7 @@ def main() -> int:
         for p in protocols:
             for i in range(args.n):
                 rec = run_scenario(s, RunOptions(protocol=p, runs_dir=runs_dir, seed=i,
+                                                 backend=args.backend,
                                                  backend_options={"port": args.port}),
                                    Progress(quiet=True))
                 if isinstance(rec.error, Interrupted):
@@ -111,7 +114,8 @@ def main() -> int:
             t0 = time.monotonic()
             r = subprocess.run(
                 [sys.executable, "-m", "harness.cli", "reproduce", s.name, "--protocol", p,
-                 "--json", "--port", str(args.port), "--runs-dir", str(runs_dir)],
+                 "--backend", args.backend, "--json", "--port", str(args.port),
+                 "--runs-dir", str(runs_dir)],
                 capture_output=True, text=True, cwd=ROOT)
             elapsed = time.monotonic() - t0
             try:

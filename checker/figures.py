@@ -85,6 +85,40 @@ def isr_changes(events: DataFrame | None) -> DataFrame | None:
     )
 
 
+def availability(history: DataFrame) -> DataFrame:
+    """run -> availability per fault window, as Jepsen's perf plots shade them: the
+    run is cut into phases at every completed nemesis op (phase 0 is "no fault
+    yet"); per phase, the sends that completed in it and how many were ok."""
+    proc, typ = F.col("process"), F.col("type")
+    label = F.when(F.col("f").isin("partition", "heal"), F.col("f")).otherwise(
+        F.concat_ws(" ", F.col("f"), F.regexp_replace("nodes", r'[\[\]" ]', "")))
+    w = Window.partitionBy("run").orderBy("start")
+    phases = (
+        history.filter((proc == NEMESIS_PROCESS) & (typ != "invoke"))
+        .select("run", F.col("time").alias("start"), label.alias("phase"))
+        .unionByName(history.select("run").distinct().select(
+            "run", F.lit(-1).cast("long").alias("start"), F.lit("no fault").alias("phase")))
+        .withColumn("end", F.lead("start").over(w))
+        .withColumn("n", F.row_number().over(w) - 1)
+    )
+    sends = history.filter((F.col("f") == "send") & (typ != "invoke")).select(
+        F.col("run").alias("send_run"), "time", (typ == "ok").cast("int").alias("ok"))
+    # A left join on the interval keeps phases in which no send completed.
+    hit = (F.col("send_run") == F.col("run")) & (F.col("time") >= F.col("start")) & (
+        F.col("end").isNull() | (F.col("time") < F.col("end")))
+    return (
+        phases.join(sends, hit, "left")
+        .groupBy("run", "n", "phase", "start", "end")
+        .agg(F.count("time").alias("sends"), F.coalesce(F.sum("ok"), F.lit(0)).alias("ok"))
+        .groupBy("run")
+        .agg(F.sort_array(F.collect_list(F.struct(
+            "n", "phase",
+            F.round(F.greatest(F.col("start"), F.lit(0)) / 1e9, 3).alias("start_s"),
+            F.round(F.col("end") / 1e9, 3).alias("end_s"),
+            "sends", "ok"))).alias("availability"))
+    )
+
+
 def run_figures(history: DataFrame, events: DataFrame | None = None) -> dict[str, dict[str, Any]]:
     """Collect the per-run figures (one small row per run)."""
     df = (
@@ -92,14 +126,17 @@ def run_figures(history: DataFrame, events: DataFrame | None = None) -> dict[str
         .join(unseen_acked(history), "run", "left")
         .fillna(0, ["unseen_acked"])
         .join(latencies(history), "run", "left")
+        .join(availability(history), "run", "left")
     )
     isr = isr_changes(events)
     if isr is not None:
         df = df.join(isr, "run", "left")
     out = {}
     for r in df.collect():
-        d = r.asDict()
+        d = r.asDict(recursive=True)
         out[d.pop("run")] = {
-            k: ([round(x, 3) for x in v] if isinstance(v, list) else v) for k, v in d.items()
+            k: ([round(x, 3) if isinstance(x, float) else x for x in v]
+                if isinstance(v, list) else v)
+            for k, v in d.items()
         }
     return out

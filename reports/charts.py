@@ -19,7 +19,8 @@ MAX_TIMELINE_OPS = 4000  # bars beyond this make the page sluggish; latency plot
 MAX_POINTS = 50_000
 COLOURS = {"ok": "#1f7a3d", "fail": "#b3261e", "info": "#b26a00"}
 # Which nemesis op opens a fault window and which closes it.
-WINDOWS = {"kill": "start", "pause": "resume", "partition": "heal"}
+WINDOWS = {"kill": "start", "stop": "start", "power-cycle": "start", "pause": "resume",
+           "partition": "heal"}
 
 
 @cache
@@ -32,29 +33,26 @@ def _s(ns: Any) -> float | None:
 
 
 def fault_windows(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """[(start s, end s, label)] from nemesis ops; an unclosed window runs to the end."""
-    open_: dict[tuple[str, str], float] = {}
-    out = []
+    """Fault windows from nemesis ops: a fault opens one, the op that undoes it on
+    the same nodes closes it (`heal` closes every partition); an unclosed window
+    runs to the end of the history."""
+    out: list[dict[str, Any]] = []
     end = max((_s(o.get("time")) or 0 for o in history), default=0)
     for o in history:
-        if o.get("process") != "nemesis" or o.get("type") == "invoke":
+        t = _s(o.get("time"))
+        if o.get("process") != "nemesis" or o.get("type") == "invoke" or t is None:
             continue
-        f, t = o.get("f"), _s(o.get("time"))
-        nodes = o.get("value")
-        label = f"{f} {','.join(map(str, nodes)) if isinstance(nodes, list) else nodes or ''}"
-        if t is None:
-            continue
+        f, value = o.get("f"), o.get("value")
+        nodes = set(map(str, value)) if isinstance(value, list) else None
         if f in WINDOWS:
-            open_[(WINDOWS[f], str(nodes))] = t
-            open_[(WINDOWS[f], "*")] = t
-            out.append({"start": t, "end": None, "label": label, "closes": (WINDOWS[f], nodes)})
-        elif f == "power-cycle":
-            out.append({"start": t, "end": t, "label": label, "closes": None})
-        else:
-            for w in out:
-                if w["end"] is None and w["closes"] and w["closes"][0] == f:
-                    w["end"] = t
-                    break
+            label = f if nodes is None else f"{f} {','.join(sorted(nodes))}"
+            out.append({"start": t, "end": None, "label": label, "closer": WINDOWS[f],
+                        "nodes": nodes})
+            continue
+        for w in out:
+            if w["end"] is None and w["closer"] == f and (
+                    w["nodes"] is None or nodes is None or w["nodes"] & nodes):
+                w["end"] = t
     for w in out:
         if w["end"] is None:
             w["end"] = end
@@ -179,6 +177,27 @@ def latency(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figu
     return _layout(fig, "Latency (completion time × latency)", "ms")
 
 
+def throughput(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
+    """Completed client ops per second by outcome, in ~60 bins over the run."""
+    span = max(o["end"] for o in ops) or 1.0
+    width = max(span / 60, 0.05)
+    fig = go.Figure()
+    for typ, colour in COLOURS.items():
+        counts: dict[int, int] = {}
+        for o in ops:
+            if o["type"] == typ:
+                b = int(o["end"] / width)
+                counts[b] = counts.get(b, 0) + 1
+        if counts:
+            bins = range(int(span / width) + 1)
+            fig.add_trace(go.Scatter(
+                name=typ, x=[(b + 0.5) * width for b in bins],
+                y=[counts.get(b, 0) / width for b in bins],
+                mode="lines", line={"shape": "hv", "color": colour}))
+    _shade(fig, windows)
+    return _layout(fig, f"Throughput (completed ops per second, {width:.2f} s bins)", "ops/s")
+
+
 def replica_progress(events: list[dict[str, Any]]) -> go.Figure | None:
     """HW and LEO per replica over time, from events carrying hw/leo fields."""
     series: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
@@ -228,7 +247,8 @@ def replica_progress(events: list[dict[str, Any]]) -> go.Figure | None:
             x=t,
             line_color="#3451b2",
             line_dash="dash",
-            annotation_text=f"leader {e.get('leader', '?')} e{e.get('epoch', '?')}",
+            annotation_text=f"leader {e.get('leader', '?')} "
+            f"e{e.get('leader_epoch', e.get('epoch', '?'))}",
             annotation_font_size=10,
         )
     return _layout(fig, "HW and LEO per replica, ISR size, leader changes", "offset")
@@ -242,6 +262,7 @@ def build(data: RunData) -> list[dict[str, str]]:
     if ops:
         figs.append(("Timeline", timeline(ops, windows)))
         figs.append(("Latency", latency(ops, windows)))
+        figs.append(("Throughput", throughput(ops, windows)))
     prog = replica_progress(data.events)
     if prog is not None:
         figs.append(("Replica progress", prog))

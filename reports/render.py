@@ -75,7 +75,17 @@ def _lost_values(data: RunData) -> dict[str, list[Any]]:
 
 def _config(meta: dict[str, Any]) -> list[tuple[str, Any]]:
     keys = [k for k in _CONFIG_KEYS if k in meta] + sorted(k for k in meta if k not in _CONFIG_KEYS)
-    return [(k, meta[k]) for k in keys]
+    return [(k, _steps(meta[k]) if k == "nemesis" else meta[k]) for k in keys]
+
+
+def _steps(schedule: Any) -> Any:
+    """A scenario's step list as one line per step ("3 (line 33) admin flush ...")."""
+    if not (isinstance(schedule, list) and all(isinstance(s, dict) for s in schedule)):
+        return schedule
+    return "\n".join(
+        f"{s.get('step', '?')} (line {s.get('line', '?')}) {s.get('kind', '?')} "
+        + json.dumps(s.get("args", {}), separators=(",", ":"))
+        for s in schedule)
 
 
 def _events(data: RunData) -> list[dict[str, Any]]:
@@ -128,7 +138,9 @@ def render_run(run_dir: Path) -> Path:
             kinds_checked=s.get("kinds_checked") or [],
             missing=s.get("missing") or [],
             config=_config(data.meta),
-            figures=sorted((s.get("figures") or {}).items()),
+            figures=sorted((k, v) for k, v in (s.get("figures") or {}).items()
+                           if k != "availability"),
+            availability=(s.get("figures") or {}).get("availability") or [],
             final_log=s.get("final_log") or [],
             charts=chart_list,
             plotly_js=plotly_js,

@@ -22,7 +22,9 @@ def free_port() -> int:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every live process whose parent chain reaches pid (from /proc)."""
+    """Every live process whose parent chain reaches pid (from /proc), except the
+    Spark driver JVM an earlier checker test may have started in this session
+    (it lives as long as the test process, by design)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -30,9 +32,11 @@ def descendants(pid: int) -> list[int]:
         try:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                spark = b"org.apache.spark.deploy.SparkSubmit" in f.read()
         except OSError:
             continue
-        if fields[0] == "Z":
+        if fields[0] == "Z" or spark:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
     out, todo = [], [pid]

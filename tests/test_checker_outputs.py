@@ -51,3 +51,11 @@ def test_event_and_latency_figures(checked_batch: dict[str, RunResult]) -> None:
     # The synthetic clock spaces every op 1 ms apart: invoke → completion is 1 ms.
     assert figs["send_latency_ms_p50_p95_p99"] == [1.0, 1.0, 1.0]
     assert figs["send_latency_ms_max"] == 1.0
+
+
+def test_availability_per_fault_window(checked_batch: dict[str, RunResult]) -> None:
+    # report-divergence: sends 100, 101; pause A; power-cycle B; send 102.
+    phases = checked_batch["report-divergence"].summary["figures"]["availability"]
+    assert [(p["phase"], p["sends"], p["ok"]) for p in phases] == [
+        ("no fault", 2, 2), ("pause A", 0, 0), ("power-cycle B", 1, 1)]
+    assert phases[-1]["end_s"] is None

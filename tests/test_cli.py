@@ -143,3 +143,25 @@ def test_interrupt_leaves_no_process(tmp_path: Path, sig: signal.Signals) -> Non
     (run_json,) = runs.glob("*/run.json")
     meta = json.loads(run_json.read_text())
     assert meta["status"] == "incomplete" and meta["ended_at"]
+
+
+@pytest.mark.spark
+def test_check_batch_writes_index_junit_and_results(tmp_path: Path) -> None:
+    from conftest_spark import clean, kip101_loss
+
+    tree = tmp_path / "nightly"
+    kip101_loss(tree, "loss-unexpected", [], None).write()
+    clean(tree / "sub", "clean", [], None).write()
+    r = isrlab("check", str(tree), "--junit", str(tmp_path / "junit.xml"),
+               "--results", str(tmp_path / "results"), "--json")
+    assert r.returncode == 1, r.stderr  # one run is invalid
+    assert "Traceback" not in r.stderr
+    runs = json.loads(r.stdout.strip().splitlines()[-1])["runs"]
+    assert sorted(x["verdict"] for x in runs) == ["invalid", "valid"]
+    index = (tree / "index.html").read_text()
+    for x in runs:
+        report = Path(x["report"])
+        assert report.is_file() and os.path.relpath(report, tree) in index
+    assert "1 of 2 not valid" in index
+    assert (tmp_path / "junit.xml").read_text().count("<testcase") == 2
+    assert (tmp_path / "results" / "runs").is_dir()

@@ -250,3 +250,34 @@ def test_debootstrap_output_filter_keeps_stages_only():
     assert not keep("I: Retrieving adduser 3.134")
     assert not keep("I: Extracting libc6...")
     assert not keep("I: Configuring gcc-12-base:amd64...")
+
+
+@pytest.mark.docker
+def test_cli_docker_build_and_clean(client) -> None:
+    """`isrlab docker build` (images cached by the tests above) prints the broker tag;
+    `isrlab docker clean` removes a crashed run's leftovers and nothing else."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, docker_leftovers
+
+    def isrlab(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "harness.cli", "docker", *args],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+    r = isrlab("build", "--quiet")
+    assert r.returncode == 0, r.stderr
+    tag = r.stdout.strip()
+    assert tag.startswith("isrlab-broker:") and client.images.get(tag)
+    crashed = f"crashed-{uuid.uuid4().hex[:8]}"
+    client.volumes.create(labels=run_labels(crashed))
+    client.networks.create(f"isrlab-{crashed}", labels=run_labels(crashed))
+    unrelated = client.volumes.create(labels={"isrlab.test": "not-a-run"})
+    try:
+        r = isrlab("clean")
+        assert r.returncode == 0, r.stderr
+        assert "1 networks" in r.stdout and "1 volumes" in r.stdout, r.stdout
+        assert docker_leftovers(client, crashed) == []
+        assert client.volumes.get(unrelated.name)
+    finally:
+        unrelated.remove()

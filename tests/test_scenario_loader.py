@@ -78,7 +78,11 @@ def test_good_file_and_unquoted_versions(tmp_path: Path) -> None:
 @pytest.mark.parametrize("old,new,line,what", [
     ("  - pause: A\n", "  - pause: Z\n", 17, "unknown node 'Z'"),
     ("  - pause: A\n", "  - explode: A\n", 17, "unknown step 'explode'"),
-    ("  - pause: A\n", "  - partition: A\n", 17, "issue 4"),
+    ("  - pause: A\n", "  - partition: A\n", 17, "unknown partition 'A'"),
+    ("  - pause: A\n", "  - partition: {isolate: Q}\n", 17, "unknown node 'Q'"),
+    ("  - pause: A\n", "  - partition: {split: [[A], [A, B]]}\n", 17, "more than one group"),
+    ("  - pause: A\n", "  - partition: {cut: [[A]]}\n", 17, "cut takes two lists"),
+    ("  - pause: A\n", "  - heal: A\n", 17, "heal takes no arguments"),
     ("  - pause: A\n", "  - {pause: A, kill: B}\n", 17, "exactly one kind"),
     ("hw: 1}", "hw: 1, colour: red}", 16, "unknown status field 'colour'"),
     ("hw: 1}", "hw: {about: 1}}", 16, "a comparison is one of"),
@@ -135,3 +139,15 @@ def test_per_version_steps(tmp_path: Path) -> None:
     assert s.steps[2].as_dict()["protocols"] == ["0.10", "latest"]
     bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.9\"]\n")
     assert error_of(tmp_path, bad).line == 18
+
+
+def test_partition_steps_become_grudges(tmp_path: Path) -> None:
+    text = GOOD.replace("  - pause: A\n", "  - partition: {isolate: A}\n  - heal\n"
+                        "  - partition: {cut: [[A], [controller]]}\n  - partition: halves\n")
+    steps = load_scenario(write(tmp_path, text)).steps
+    kinds = [s.kind for s in steps]
+    assert kinds[2:6] == ["partition", "heal", "partition", "partition"]
+    assert steps[2].args["grudge"] == {"A": ["B", "controller"], "B": ["A"], "controller": ["A"]}
+    assert steps[4].args["grudge"] == {"A": ["controller"], "controller": ["A"]}
+    # halves of [A, B, controller]: [A] against [B, controller].
+    assert steps[5].args["grudge"] == {"A": ["B", "controller"], "B": ["A"], "controller": ["A"]}
