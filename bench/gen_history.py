@@ -17,17 +17,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-KINDS = (
-    "lost-write",
-    "divergence",
-    "inconsistent-offset",
-    "duplicate",
-    "uncommitted-read",
-    "aborted-read",
-    "nonmonotonic-poll",
-    "poll-skip",
-    "hw-regression",
-)
+from checker.kinds import ANOMALY_KINDS
+
+KINDS = ANOMALY_KINDS  # one of each is injected with --inject all
 BATCH = 100
 T, P = "t", 0
 

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checker.anomalies.base import AnomalyKind, rows
-from checker.anomalies.observations import consumer_steps
+from checker.anomalies.observations import consumer_steps, step_before
 from checker.context import CheckContext
 
 
@@ -21,9 +21,7 @@ def detect(ctx: CheckContext) -> DataFrame:
         "topic",
         "partition",
         "process",
-        F.struct(F.col("prev_index").alias("index"), F.col("prev_offset").alias("offset")).alias(
-            "before"
-        ),
+        step_before(),
         F.struct("index", "offset", "value").alias("after"),
     )
     return rows(df, F.col("index"), witness)

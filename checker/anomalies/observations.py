@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker.context import CheckContext
@@ -63,3 +63,9 @@ def consumer_steps(ctx: CheckContext) -> DataFrame:
         F.coalesce(F.lag("offset").over(w), F.col("fetch_offset") - 1).alias("prev_offset"),
         F.lag("index").over(w).alias("prev_index"),
     )
+
+
+def step_before() -> Column:
+    """Witness field: the earlier position of a consumer_steps() row."""
+    return F.struct(F.col("prev_index").alias("index"),
+                    F.col("prev_offset").alias("offset")).alias("before")
