@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -17,6 +18,14 @@ class CheckContext:
     final_log: DataFrame
     # run, topic, partition, source, broker, length: where final_log came from.
     final_sources: DataFrame
+    _shared: dict[str, DataFrame] = field(default_factory=dict, repr=False)
+
+    def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """A derived DataFrame several anomaly kinds read (acked sends, consumer
+        records), built and cached once per check instead of once per kind."""
+        if name not in self._shared:
+            self._shared[name] = build().cache()
+        return self._shared[name]
 
     @property
     def history(self) -> DataFrame:

@@ -88,32 +88,36 @@ def isr_changes(events: DataFrame | None) -> DataFrame | None:
 def availability(history: DataFrame) -> DataFrame:
     """run -> availability per fault window, as Jepsen's perf plots shade them: the
     run is cut into phases at every completed nemesis op (phase 0 is "no fault
-    yet"); per phase, the sends that completed in it and how many were ok."""
-    proc, typ = F.col("process"), F.col("type")
-    label = F.when(F.col("f").isin("partition", "heal"), F.col("f")).otherwise(
-        F.concat_ws(" ", F.col("f"), F.regexp_replace("nodes", r'[\[\]" ]', "")))
-    w = Window.partitionBy("run").orderBy("start")
-    phases = (
-        history.filter((proc == NEMESIS_PROCESS) & (typ != "invoke"))
-        .select("run", F.col("time").alias("start"), label.alias("phase"))
-        .unionByName(history.select("run").distinct().select(
-            "run", F.lit(-1).cast("long").alias("start"), F.lit("no fault").alias("phase")))
-        .withColumn("end", F.lead("start").over(w))
-        .withColumn("n", F.row_number().over(w) - 1)
+    yet"); per phase, the sends that completed in it and how many were ok.
+
+    One sort of the run's sends and nemesis ops by time (a running count of
+    nemesis ops numbers the phases), not a join of every send with every window."""
+    proc, typ, f = F.col("process"), F.col("type"), F.col("f")
+    nem = (proc == NEMESIS_PROCESS) & (typ != "invoke")
+    label = F.when(f.isin("partition", "heal"), f).otherwise(
+        F.concat_ws(" ", f, F.regexp_replace("nodes", r'[\[\]" ]', "")))
+    upto = Window.partitionBy("run").orderBy("time", "index").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    marked = (
+        history.filter(nem | ((f == "send") & (typ != "invoke")))
+        .select("run", "time", "index", nem.alias("is_nem"), F.when(nem, label).alias("label"),
+                F.when(~nem, (typ == "ok").cast("int")).alias("ok"))
+        .withColumn("n", F.sum(F.col("is_nem").cast("int")).over(upto))
     )
-    sends = history.filter((F.col("f") == "send") & (typ != "invoke")).select(
-        F.col("run").alias("send_run"), "time", (typ == "ok").cast("int").alias("ok"))
-    # A left join on the interval keeps phases in which no send completed.
-    hit = (F.col("send_run") == F.col("run")) & (F.col("time") >= F.col("start")) & (
-        F.col("end").isNull() | (F.col("time") < F.col("end")))
+    phases = marked.groupBy("run", "n").agg(
+        F.max("label").alias("phase"),
+        F.min(F.when(F.col("is_nem"), F.col("time"))).alias("start"),
+        F.count("ok").alias("sends"),
+        F.coalesce(F.sum("ok"), F.lit(0)).alias("ok"),
+    )
+    w = Window.partitionBy("run").orderBy("n")
     return (
-        phases.join(sends, hit, "left")
-        .groupBy("run", "n", "phase", "start", "end")
-        .agg(F.count("time").alias("sends"), F.coalesce(F.sum("ok"), F.lit(0)).alias("ok"))
+        phases.withColumn("end", F.lead("start").over(w))
         .groupBy("run")
         .agg(F.sort_array(F.collect_list(F.struct(
-            "n", "phase",
-            F.round(F.greatest(F.col("start"), F.lit(0)) / 1e9, 3).alias("start_s"),
+            "n",
+            F.coalesce("phase", F.lit("no fault")).alias("phase"),
+            F.round(F.coalesce("start", F.lit(0)) / 1e9, 3).alias("start_s"),
             F.round(F.col("end") / 1e9, 3).alias("end_s"),
             "sends", "ok"))).alias("availability"))
     )

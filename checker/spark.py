@@ -75,6 +75,9 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
                 ("spark.default.parallelism", "4"),
                 ("spark.driver.extraJavaOptions", log4j),
                 ("spark.sql.session.timeZone", "UTC"),
+                # Local mode runs everything in the driver JVM; Spark's 1g default
+                # runs out of heap on 5M+ operation histories.
+                ("spark.driver.memory", os.environ.get("ISRLAB_SPARK_DRIVER_MEMORY", "6g")),
                 # Run directories are many small files; do not split-pack them
                 # into huge partitions.
                 ("spark.sql.files.openCostInBytes", str(1 << 20)),

@@ -119,6 +119,13 @@ def test_unknown_role(tmp_path: Path) -> None:
             "ok send without 'offset'",
         ),
         (
+            "history.jsonl",
+            2,
+            '{"index": 1, "time": 2, "process": 1, "type": "ok", "f": "poll", '
+            '"topic": "t", "partition": 0, "offset": 0, "hw": 1, "records": [[0, 1], [1]]}',
+            "poll record is not [offset, value]",
+        ),
+        (
             "replicas/A/log.jsonl",
             2,
             '{"topic": "t", "partition": 0, "offset": 1}',

@@ -21,6 +21,10 @@ def consumer_polls(ctx: CheckContext) -> DataFrame:
 def consumer_records(ctx: CheckContext) -> DataFrame:
     """One row per record a consumer poll returned: the poll op plus offset, value and
     the record's position (``seq``) in that consumer's stream for the partition."""
+    return ctx.shared("consumer_records", lambda: _consumer_records(ctx))
+
+
+def _consumer_records(ctx: CheckContext) -> DataFrame:
     recs = consumer_polls(ctx).select(
         *KEY,
         "process",
