@@ -119,6 +119,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if args.backend != "docker":
             raise ConfigError("--base-image applies to --backend docker only")
         options["base_image"] = args.base_image
+    if args.backend == "docker":
+        # Image builds report progress on stderr unless the user asked for quiet.
+        options["quiet"] = args.quiet
     record = run_scenario(
         scenario,
         RunOptions(protocol=args.protocol, backend=args.backend, seed=args.seed,
