@@ -242,8 +242,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.junit is not None:
         write_junit(results, args.junit)
     if args.json:
-        print(json.dumps({"runs": [{**r.summary, "report": str(reports.get(r.run_id) or "")
-                                    or None} for r in results]}, default=str))
+        runs = [{**r.summary, "report": reports.get(r.run_id)} for r in results]
+        print(json.dumps({"runs": runs}, default=str))
     else:
         for r in results:
             print(f"{r.verdict:15} {r.run_dir}")

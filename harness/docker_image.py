@@ -446,6 +446,12 @@ def ensure_images(
 # ---------------------------------------------------------------- cleanup
 
 
+def _remove_container(c: Any) -> None:
+    if c.status == "paused":
+        c.unpause()  # a frozen container cannot be killed on older engines
+    c.remove(force=True)
+
+
 def clean_leftovers(
     run_id: str | None = None, client: docker.client.DockerClient | None = None
 ) -> dict[str, int]:
@@ -459,32 +465,19 @@ def clean_leftovers(
     removed = {"containers": 0, "networks": 0, "volumes": 0}
     errors: list[str] = []
     try:
-        for c in client.containers.list(all=True, filters=filters):
-            try:
-                if c.status == "paused":
-                    c.unpause()  # a frozen container cannot be killed on older engines
-                c.remove(force=True)
-                removed["containers"] += 1
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as e:
-                errors.append(f"container {c.name}: {e}")
-        for n in client.networks.list(filters=filters):
-            try:
-                n.remove()
-                removed["networks"] += 1
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as e:
-                errors.append(f"network {n.name}: {e}")
-        for v in client.volumes.list(filters=filters):
-            try:
-                v.remove(force=True)
-                removed["volumes"] += 1
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as e:
-                errors.append(f"volume {v.name}: {e}")
+        for kind, items, remove in (
+            ("containers", client.containers.list(all=True, filters=filters), _remove_container),
+            ("networks", client.networks.list(filters=filters), lambda n: n.remove()),
+            ("volumes", client.volumes.list(filters=filters), lambda v: v.remove(force=True)),
+        ):
+            for item in items:
+                try:
+                    remove(item)
+                    removed[kind] += 1
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as e:
+                    errors.append(f"{kind[:-1]} {item.name}: {e}")
     finally:
         if own:
             client.close()

@@ -14,12 +14,29 @@ a backend that cannot do either keeps the default, which refuses.
 from __future__ import annotations
 
 import json
+import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ConfigError
+
 CONTROLLER = "controller"
+
+
+def address_free(addr: str) -> bool:
+    """True if a listening socket could bind addr. SO_REUSEADDR as asyncio's
+    servers use it, so TIME_WAIT leftovers of a previous run do not count as busy."""
+    host, _, port = addr.rpartition(":")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+            s.listen(1)
+        except OSError:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -70,9 +87,13 @@ class Backend(ABC):
 
     # -- lifecycle ---------------------------------------------------------
 
-    @abstractmethod
     def check_addresses(self) -> None:
-        """Raise ConfigError (exit 2) if any listen address is taken; call before starting."""
+        """Raise ConfigError (exit 2) if any address a node needs on this host is
+        taken; call before starting."""
+        for node in self.nodes:
+            addr = self.address(node)
+            if not address_free(addr):
+                raise ConfigError(f"address in use: {addr} (needed by {node}); try --port")
 
     @abstractmethod
     def start_controller(self) -> None:

@@ -37,7 +37,6 @@ import requests.exceptions
 
 from harness.admin import try_status
 from harness.backends.base import CONTROLLER, Backend, ClusterSpec
-from harness.backends.local import address_free
 from harness.docker_image import (
     DockerUnavailable,
     clean_leftovers,
@@ -168,10 +167,7 @@ class DockerBackend(Backend):
         return f"{self.alias(node)}:{NODE_PORT}"
 
     def check_addresses(self) -> None:
-        for node in self.nodes:
-            addr = self.address(node)
-            if not address_free(addr):
-                raise ConfigError(f"address in use: {addr} (needed by {node}); try --port")
+        super().check_addresses()
         self._prepare()
 
     # -- set-up --------------------------------------------------------------

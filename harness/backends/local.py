@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from typing import IO
 
 from broker.wire import Connection, WireError
 from harness import reaper
-from harness.backends.base import CONTROLLER, Backend, ClusterSpec
+from harness.backends.base import CONTROLLER, Backend, ClusterSpec, address_free
 from harness.errors import ConfigError, RunIncomplete
 
 # Runs in the child before the broker: asks the kernel to SIGKILL it if the
@@ -53,20 +52,6 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
-
-
-def address_free(addr: str) -> bool:
-    """True if a listening socket could bind addr. SO_REUSEADDR as asyncio's
-    servers use it, so TIME_WAIT leftovers of a previous run do not count as busy."""
-    host, _, port = addr.rpartition(":")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, int(port)))
-            s.listen(1)
-        except OSError:
-            return False
-    return True
 
 
 class LocalBackend(Backend):
@@ -106,12 +91,6 @@ class LocalBackend(Backend):
         except ValueError:
             raise ConfigError(f"unknown node {node!r}") from None
         return f"{self.host_prefix}{i + 2}:{self.port}"
-
-    def check_addresses(self) -> None:
-        for node in self.nodes:
-            addr = self.address(node)
-            if not address_free(addr):
-                raise ConfigError(f"address in use: {addr} (needed by {node}); try --port")
 
     def data_dir(self, node: str) -> Path:
         return self.run_dir / "data" / node
