@@ -22,13 +22,14 @@ from pyspark.sql import functions as F
 from checker import figures
 from checker.anomalies import BY_NAME, REGISTRY
 from checker.context import CheckContext
-from checker.finallog import FINAL_READ, final_log
+from checker.finallog import FINAL_READ, final_log, with_epochs
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
 from checker.results import write_results
 from checker.rundir import RunDir, discover, read_rundir
-from checker.spark import get_session
+from checker.scope import scope
+from checker.spark import get_session, release
 from checker.verdict import decide
 
 __all__ = ["RunResult", "check_runs", "write_junit"]
@@ -157,6 +158,7 @@ def check_runs(
     master: str | None = None,
     progress: Callable[[str], None] | None = None,
     results_table: Path | None = None,
+    prune: bool | None = None,
 ) -> list[RunResult]:
     """Check every run directory in ``paths`` (run dirs or trees of them).
 
@@ -164,7 +166,8 @@ def check_runs(
     returns one RunResult per run, in path order. Raises checker.errors.RunDirError
     (exit 2) for a run that cannot be read; nothing is written in that case.
     With ``results_table``, the batch's results are also appended to that Parquet
-    table (checker.results).
+    table (checker.results). ``prune`` forces the digest comparison of
+    checker.scope on (True) or off (False); by default the size decides.
     """
     say = progress or (lambda _msg: None)
     run_paths = discover([Path(p) for p in paths])
@@ -175,23 +178,36 @@ def check_runs(
     spark = get_session(master)
     try:
         inputs = load_inputs(spark, runs, say)
-        # Every kind reads the final log: compute it once (halves the check time).
-        final, sources = (df.cache() for df in final_log(inputs))
-        ctx = CheckContext(spark, inputs, final, sources)
+        lines = inputs.history.count()
+        say(f"building the final committed logs ({lines:,} history lines)")
+        final = final_log(spark, inputs)
+        sc = scope(spark, inputs, final, prune, lines)
+        if sc.pruned:
+            say(f"digests: {sc.suspect:,} of {sc.buckets:,} offset buckets need a "
+                "record-by-record check")
+        ctx = CheckContext(
+            spark,
+            inputs,
+            sc,
+            with_epochs(sc.final, sc.logs).cache(),
+            final.sources_df(spark),
+            final.records,
+        )
         say(f"checking {len(REGISTRY)} anomaly kinds")
         found = _detect_all(ctx).collect()
-        src_rows = sources.orderBy("run", "topic", "partition").collect()
         say("computing figures")
-        figs = figures.run_figures(inputs.history, inputs.events)
+        figs = figures.run_figures(inputs.history, inputs.events, sc)
     finally:
-        spark.catalog.clearCache()
+        release(spark)
+    key_of = inputs.run_keys
     by_run: dict[str, list[Any]] = defaultdict(list)
     for r in found:
-        by_run[r.run].append(r)
+        by_run[key_of[r.run]].append(r)
     src_by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in src_rows:
-        d = r.asDict()
-        src_by_run[d.pop("run")].append(d)
+    for s in final.sources:
+        d = dict(s)
+        src_by_run[key_of[d.pop("run")]].append(d)
+    figs = {key_of[k]: v for k, v in figs.items()}
     say("writing results")
     master_used = spark.sparkContext.master
     results = [

@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
+from checker.scope import Scope
 
 
 def op_counts(history: DataFrame) -> DataFrame:
@@ -30,18 +31,22 @@ def op_counts(history: DataFrame) -> DataFrame:
     )
 
 
-def unseen_acked(history: DataFrame) -> DataFrame:
-    """run → acked values no consumer poll (other than the final read) returned."""
+def unseen_acked(scope: Scope) -> DataFrame:
+    """run → acked values no consumer poll (other than the final read) returned:
+    counted record by record within the scope, plus the scope's count for the
+    rest (checker.scope)."""
     key = ["run", "topic", "partition", "value"]
-    acked = history.filter((F.col("f") == "send") & (F.col("type") == "ok")).select(*key)
-    seen = (
-        history.filter(
-            (F.col("f") == "poll") & (F.col("type") == "ok") & (F.col("process") != FINAL_PROCESS)
-        )
-        .select("run", "topic", "partition", F.explode("records").alias("r"))
-        .select("run", "topic", "partition", F.col("r")[1].alias("value"))
+    acked = scope.sends.filter(F.col("type") == "ok").select(*key)
+    seen = scope.reads.select(*key)
+    exact = acked.join(seen, key, "left_anti").groupBy("run").agg(F.count("*").alias("n"))
+    if scope.unseen_outside is None:
+        return exact.withColumnRenamed("n", "unseen_acked")
+    return exact.join(scope.unseen_outside, "run", "full").select(
+        "run",
+        (F.coalesce("n", F.lit(0)) + F.coalesce("unseen_outside", F.lit(0))).alias(
+            "unseen_acked"
+        ),
     )
-    return acked.join(seen, key, "left_anti").groupBy("run").agg(F.count("*").alias("unseen_acked"))
 
 
 def latencies(history: DataFrame) -> DataFrame:
@@ -90,29 +95,42 @@ def availability(history: DataFrame) -> DataFrame:
     run is cut into phases at every completed nemesis op (phase 0 is "no fault
     yet"); per phase, the sends that completed in it and how many were ok.
 
-    One sort of the run's sends and nemesis ops by time (a running count of
-    nemesis ops numbers the phases), not a join of every send with every window."""
+    Nemesis ops are few: each run's list of them (sorted by time, then index)
+    is joined to the sends, and a send's phase is how many of them precede it.
+    No sort of the sends."""
     proc, typ, f = F.col("process"), F.col("type"), F.col("f")
-    nem = (proc == NEMESIS_PROCESS) & (typ != "invoke")
     label = F.when(f.isin("partition", "heal"), f).otherwise(
         F.concat_ws(" ", f, F.regexp_replace("nodes", r'[\[\]" ]', "")))
-    upto = Window.partitionBy("run").orderBy("time", "index").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow)
-    marked = (
-        history.filter(nem | ((f == "send") & (typ != "invoke")))
-        .select("run", "time", "index", nem.alias("is_nem"), F.when(nem, label).alias("label"),
-                F.when(~nem, (typ == "ok").cast("int")).alias("ok"))
-        .withColumn("n", F.sum(F.col("is_nem").cast("int")).over(upto))
+    nem = history.filter((proc == NEMESIS_PROCESS) & (typ != "invoke")).select(
+        "run", F.struct("time", "index").alias("at"), label.alias("label")
     )
-    phases = marked.groupBy("run", "n").agg(
-        F.max("label").alias("phase"),
-        F.min(F.when(F.col("is_nem"), F.col("time"))).alias("start"),
-        F.count("ok").alias("sends"),
-        F.coalesce(F.sum("ok"), F.lit(0)).alias("ok"),
+    faults = nem.groupBy("run").agg(F.sort_array(F.collect_list("at")).alias("faults"))
+    at = F.struct("time", "index")
+    sends = (
+        history.filter((f == "send") & (typ != "invoke"))
+        .join(F.broadcast(faults), "run", "left")
+        .select(
+            "run",
+            F.size(F.filter(F.coalesce("faults", F.array()), lambda x: x < at)).alias("n"),
+            (typ == "ok").cast("int").alias("ok"),
+        )
+        .groupBy("run", "n")
+        .agg(F.count("*").alias("sends"), F.sum("ok").alias("ok"))
     )
-    w = Window.partitionBy("run").orderBy("n")
+    w = Window.partitionBy("run").orderBy("at")
+    starts = nem.select(
+        "run", F.row_number().over(w).alias("n"), F.col("at.time").alias("start"), "label"
+    )
+    phases = (
+        starts.join(sends, ["run", "n"], "full")
+        .groupBy("run", "n")
+        .agg(F.max("start").alias("start"), F.max("label").alias("phase"),
+             F.coalesce(F.sum("sends"), F.lit(0)).alias("sends"),
+             F.coalesce(F.sum("ok"), F.lit(0)).alias("ok"))
+    )
+    wn = Window.partitionBy("run").orderBy("n")
     return (
-        phases.withColumn("end", F.lead("start").over(w))
+        phases.withColumn("end", F.lead("start").over(wn))
         .groupBy("run")
         .agg(F.sort_array(F.collect_list(F.struct(
             "n",
@@ -123,11 +141,13 @@ def availability(history: DataFrame) -> DataFrame:
     )
 
 
-def run_figures(history: DataFrame, events: DataFrame | None = None) -> dict[str, dict[str, Any]]:
+def run_figures(
+    history: DataFrame, events: DataFrame | None, scope: Scope
+) -> dict[str, dict[str, Any]]:
     """Collect the per-run figures (one small row per run)."""
     df = (
         op_counts(history)
-        .join(unseen_acked(history), "run", "left")
+        .join(unseen_acked(scope), "run", "left")
         .fillna(0, ["unseen_acked"])
         .join(latencies(history), "run", "left")
         .join(availability(history), "run", "left")

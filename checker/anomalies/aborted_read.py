@@ -15,7 +15,7 @@ from checker.finallog import KEY
 
 
 def detect(ctx: CheckContext) -> DataFrame:
-    failed = ctx.history.filter((F.col("f") == "send") & (F.col("type") == "fail")).select(
+    failed = ctx.sends.filter(F.col("type") == "fail").select(
         *KEY,
         "value",
         F.struct("index", "process", "time", "error").alias("send"),

@@ -23,7 +23,7 @@ def detect(ctx: CheckContext) -> DataFrame:
         .filter(F.size("at") > 1)
     )
     sends = (
-        ctx.history.filter((F.col("f") == "send") & (F.col("type") != "invoke"))
+        ctx.sends.filter(F.col("type") != "invoke")
         .groupBy(*KEY, "value")
         .agg(F.sort_array(F.collect_list(F.struct("index", "type", "offset"))).alias("sends"))
     )

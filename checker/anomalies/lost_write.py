@@ -19,11 +19,11 @@ from checker.finallog import KEY, NONE
 
 def acked_sends(ctx: CheckContext) -> DataFrame:
     """Every ok send with its invoke (for acks and latency): shared by other kinds."""
-    return ctx.shared("acked_sends", lambda: _acked_sends(ctx))
+    return ctx.shared("acked_sends", lambda: _acked_sends(ctx).cache())
 
 
 def _acked_sends(ctx: CheckContext) -> DataFrame:
-    h = ctx.history.filter(F.col("f") == "send")
+    h = ctx.sends
     ok = h.filter(F.col("type") == "ok").select(
         *KEY, "value", "process", "index", "time", F.col("offset").alias("acked_offset"), "acks"
     )

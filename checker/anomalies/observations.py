@@ -7,65 +7,103 @@ from pyspark.sql import functions as F
 
 from checker.context import CheckContext
 from checker.finallog import KEY, NONE
-from checker.kinds import FINAL_PROCESS
-
-
-def consumer_polls(ctx: CheckContext) -> DataFrame:
-    """ok polls of the consumers (the final read excluded)."""
-    h = ctx.history
-    return h.filter(
-        (F.col("f") == "poll") & (F.col("type") == "ok") & (F.col("process") != FINAL_PROCESS)
-    )
+from checker.scope import consumer_polls
+from checker.spark import keep
 
 
 def consumer_records(ctx: CheckContext) -> DataFrame:
-    """One row per record a consumer poll returned: the poll op plus offset, value and
-    the record's position (``seq``) in that consumer's stream for the partition."""
-    return ctx.shared("consumer_records", lambda: _consumer_records(ctx))
-
-
-def _consumer_records(ctx: CheckContext) -> DataFrame:
-    recs = consumer_polls(ctx).select(
-        *KEY,
-        "process",
-        "index",
-        "time",
-        F.col("offset").alias("fetch_offset"),
-        "hw",
-        F.posexplode("records").alias("pos", "r"),
-    )
-    recs = recs.select(
-        *[c for c in recs.columns if c != "r"],
-        F.col("r")[0].alias("offset"),
-        F.col("r")[1].alias("value"),
-    )
-    w = Window.partitionBy(*KEY, "process").orderBy("index", "pos")
-    return recs.withColumn("seq", F.row_number().over(w))
+    """The consumer records in scope: the poll op (process, index, time,
+    fetch_offset, hw) plus the record's offset and value."""
+    return ctx.reads
 
 
 def known_final(ctx: CheckContext) -> DataFrame:
     """Partitions whose final committed log is known (run, topic, partition)."""
-    return ctx.final_sources.filter(F.col("source") != NONE).select(*KEY)
+    return F.broadcast(ctx.final_sources.filter(F.col("source") != NONE).select(*KEY))
 
 
 def consumer_steps(ctx: CheckContext) -> DataFrame:
-    """Each record a consumer read next to the one it read before (per partition).
+    """Each record a consumer read that does not follow the one it read before by
+    exactly one offset (per partition): the only steps an ordering anomaly can be.
 
     For a consumer's first record the "previous" offset is its first fetch
     position minus one, so a first poll that starts beyond it counts as a step.
+    Worked out per poll, not per record: a poll's records are compared with each
+    other inside the poll, and its first record with the last record of the
+    consumer's previous non-empty poll (one window over the polls).
     """
-    w = Window.partitionBy(*KEY, "process").orderBy("seq")
-    recs = consumer_records(ctx)
-    return recs.select(
+    return ctx.shared("consumer_steps", lambda: _consumer_steps(ctx))
+
+
+def _consumer_steps(ctx: CheckContext) -> DataFrame:
+    n = F.size("records")
+    before = Window.partitionBy(*KEY, "process").orderBy("index").rowsBetween(
+        Window.unboundedPreceding, -1
+    )
+    nonempty = n > 0
+    polls = consumer_polls(ctx.full.history).select(
         *KEY,
         "process",
-        "seq",
-        "offset",
-        "value",
         "index",
         "hw",
-        F.coalesce(F.lag("offset").over(w), F.col("fetch_offset") - 1).alias("prev_offset"),
-        F.lag("index").over(w).alias("prev_index"),
+        "records",
+        F.coalesce(
+            F.last(F.when(nonempty, F.element_at("records", -1)[0]), ignorenulls=True).over(
+                before
+            ),
+            F.col("offset") - 1,
+        ).alias("prev_offset"),
+        F.last(F.when(nonempty, F.col("index")), ignorenulls=True).over(before).alias(
+            "prev_index"
+        ),
+    ).filter(nonempty)
+    first = F.col("records")[0]
+    across = polls.select(
+        *KEY,
+        "process",
+        first[0].alias("offset"),
+        first[1].alias("value"),
+        "index",
+        "hw",
+        "prev_offset",
+        "prev_index",
+    )
+    # Polls whose records do not climb one offset at a time, exploded (rare).
+    # (records[i][0], not a derived offsets array: the lambda would rebuild it
+    # for every element.)
+    rec = F.col("records")
+    uneven = polls.filter(
+        F.when(
+            F.size("records") > 1,
+            F.exists(
+                F.sequence(F.lit(1), F.size("records") - 1),
+                lambda i: rec[i][0] != rec[i - 1][0] + 1,
+            ),
+        ).otherwise(F.lit(False))
+    )
+    w = Window.partitionBy(*KEY, "process", "index").orderBy("pos")
+    inside = (
+        uneven.select(*KEY, "process", "index", "hw", F.posexplode("records").alias("pos", "r"))
+        .select(
+            *KEY,
+            "process",
+            F.col("r")[0].alias("offset"),
+            F.col("r")[1].alias("value"),
+            "index",
+            "hw",
+            F.lag(F.col("r")[0]).over(w).alias("prev_offset"),
+            F.col("index").alias("prev_index"),
+            "pos",
+        )
+        .filter(F.col("pos") > 0)
+        .drop("pos")
+    )
+    steps = across.unionByName(inside)
+    return keep(
+        steps.filter(
+            (F.col("offset") <= F.col("prev_offset"))
+            | (F.col("offset") > F.col("prev_offset") + 1)
+        )
     )
 
 

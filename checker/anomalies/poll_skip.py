@@ -12,14 +12,33 @@ from checker.anomalies.base import AnomalyKind, rows
 from checker.anomalies.observations import consumer_steps, step_before
 from checker.context import CheckContext
 from checker.finallog import KEY
+from checker.scope import BUCKET_BITS
 
 _SHOWN = 10
 
 
 def detect(ctx: CheckContext) -> DataFrame:
     jumps = consumer_steps(ctx).filter(F.col("offset") > F.col("prev_offset") + 1)
-    final = ctx.final_log.select(*KEY, F.col("offset").alias("skipped"))
-    hits = jumps.join(final, KEY).filter(
+    # A range join, bucketed by offset so that each jump meets only the final-log
+    # records of the buckets it spans (jumps are few: broadcast them).
+    # Offsets past the final log's end cannot be committed ones: clamp the span.
+    lo = F.greatest(F.col("prev_offset") + 1, F.lit(0))
+    hi = F.least(F.col("offset") - 1, F.col("final_length") - 1)
+    spans = (
+        jumps.join(
+            ctx.final_sources.select(*KEY, F.col("length").alias("final_length")), KEY
+        )
+        .filter(hi >= lo)
+        .withColumn(
+            "bucket",
+            F.explode(F.sequence(F.shiftright(lo, BUCKET_BITS), F.shiftright(hi, BUCKET_BITS))),
+        )
+        .drop("final_length")
+    )
+    final = ctx.final_offsets.select(
+        *KEY, F.shiftright("offset", BUCKET_BITS).alias("bucket"), F.col("offset").alias("skipped")
+    )
+    hits = final.join(F.broadcast(spans), [*KEY, "bucket"]).filter(
         (F.col("skipped") > F.col("prev_offset")) & (F.col("skipped") < F.col("offset"))
     )
     df = hits.groupBy(*KEY, "process", "index", "prev_index", "prev_offset", "offset").agg(
