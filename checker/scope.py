@@ -11,14 +11,15 @@ Offsets are cut into buckets of 2**BUCKET_BITS. For each bucket, every source
 each consumer's reads -- gets a digest: the count and two sums of a 64-bit hash
 of (offset, value) (a multiset hash: map-side aggregation, so nothing big is
 shuffled). A bucket is *suspect* when a source that has records there does not
-match the final log's digest. Outside suspect buckets every replica, ack and
-read equals the final log record for record, so no anomaly of those kinds can
-sit there -- except through a value that also appears elsewhere. Hence the
-scope: every record in a suspect bucket, plus every record whose value is one
-of the suspect records' values, a value the final log holds twice, or a value
-whose send failed. The anomaly kinds run unchanged on that scope and find
-exactly what they would on everything (tests/test_checker_scope.py compares
-the two on generated runs).
+match the final log's digest (two different record sets share a digest with
+odds of about 2**-64; the inputs are not adversarial). Outside suspect buckets
+every replica, ack and read equals the final log record for record, so no
+anomaly of those kinds can sit there -- except through a value that also
+appears elsewhere. Hence the scope: every record in a suspect bucket, plus
+every record whose value is one of the suspect records' values, a value the
+final log holds twice, or a value whose send failed. The anomaly kinds run
+unchanged on that scope and find exactly what they would on everything
+(tests/test_checker_scope.py compares the two on generated runs).
 
 When most buckets are suspect, or the input is small, the scope is simply
 everything.
