@@ -14,11 +14,11 @@ joins big data on the partition key alone (one task would get all of it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
@@ -30,16 +30,9 @@ FINAL_READ = "final-read"
 LEADER_LOG = "leader-log-up-to-hw"
 NONE = "none"
 
-SOURCES_SCHEMA = T.StructType(
-    [
-        T.StructField("run", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("source", T.StringType()),
-        T.StructField("broker", T.StringType()),
-        T.StructField("length", T.LongType()),
-        T.StructField("records", T.LongType()),
-    ]
+SOURCES_SCHEMA = (
+    "run string, topic string, partition int, source string, broker string, "
+    "length long, records long"
 )
 
 
@@ -146,7 +139,8 @@ def final_log(spark: SparkSession, inputs: Inputs) -> FinalLog:
     records = keep(read)
 
     # Every partition any input names, with its final log's length and size.
-    universe = reduce_union(
+    universe = reduce(
+        DataFrame.union,
         [
             records.select(*KEY, "offset", F.lit(1).alias("one")),
             inputs.logs.select(*KEY, F.lit(None).cast("long"), F.lit(0)),
@@ -178,14 +172,6 @@ def final_log(spark: SparkSession, inputs: Inputs) -> FinalLog:
             }
         )
     return FinalLog(records, sources, unsure)
-
-
-def reduce_union(dfs: list[DataFrame]) -> DataFrame:
-    """Union by position (the frames share a shape, not always column names)."""
-    out = dfs[0]
-    for df in dfs[1:]:
-        out = out.union(df)
-    return out
 
 
 def with_epochs(final: DataFrame, logs: DataFrame) -> DataFrame:

@@ -297,7 +297,10 @@ def load_events(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame | Non
 
 def _run_keys(runs: dict[str, RunDir], *dfs: DataFrame) -> dict[str, str]:
     """Map each run's URI (as Spark names it) to its RunDir key. A run with no
-    lines at all is not in the data; its key stands in for its URI."""
+    lines at all is not in the data; its key stands in for its URI. A single run's
+    rows already carry its key (_run_uri): nothing to look up."""
+    if len(runs) == 1:
+        return {k: k for k in runs}
     uris = reduce(DataFrame.union, [df.select("run") for df in dfs]).distinct().collect()
     keys = {r.run: uri_to_path(r.run) for r in uris}
     unknown = [u for u, k in keys.items() if k not in runs]

@@ -28,11 +28,12 @@ everything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from checker.finallog import KEY, FinalLog, reduce_union
+from checker.finallog import KEY, FinalLog
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
 from checker.spark import keep
@@ -155,7 +156,8 @@ def scope(
     acked = sends.filter(F.col("type") == "ok")
     reads = consumer_records(h)
     digests = (
-        reduce_union(
+        reduce(
+            DataFrame.union,
             [
                 _digest_rows(final.records, F.lit("F")),
                 _digest_rows(inputs.logs, F.concat(F.lit("L"), "broker")),
@@ -189,7 +191,8 @@ def scope(
     )
     failed = sends.filter(F.col("type") == "fail").select(*KEY, "value")
     values = (
-        reduce_union(
+        reduce(
+            DataFrame.union,
             [
                 suspect_values(final.records),
                 suspect_values(inputs.logs),

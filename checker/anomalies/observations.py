@@ -74,9 +74,9 @@ def _consumer_steps(ctx: CheckContext) -> DataFrame:
     rec = F.col("records")
     uneven = polls.filter(
         F.when(
-            F.size("records") > 1,
+            n > 1,
             F.exists(
-                F.sequence(F.lit(1), F.size("records") - 1),
+                F.sequence(F.lit(1), n - 1),
                 lambda i: rec[i][0] != rec[i - 1][0] + 1,
             ),
         ).otherwise(F.lit(False))
