@@ -20,16 +20,19 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker import figures
+from checker import scope as scope_mod
 from checker.anomalies import BY_NAME, REGISTRY
+from checker.anomalies.observations import consumer_steps
 from checker.context import CheckContext
-from checker.finallog import FINAL_READ, final_log, with_epochs
+from checker.finallog import FINAL_READ, KEY, final_log, with_epochs
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
+from checker.kinds import FINAL_PROCESS
 from checker.load import load_inputs
 from checker.output import write_check
 from checker.results import write_results
 from checker.rundir import RunDir, discover, read_rundir
-from checker.scope import scope
 from checker.spark import get_session, release
+from checker.sparse import sparse_rows, uneven_sources
 from checker.verdict import decide
 
 __all__ = ["RunResult", "check_runs", "write_junit"]
@@ -177,11 +180,22 @@ def check_runs(
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
     try:
-        inputs = load_inputs(spark, runs, say)
-        lines = inputs.history.count()
-        say(f"building the final committed logs ({lines:,} history lines)")
-        final = final_log(spark, inputs)
-        sc = scope(spark, inputs, final, prune, lines)
+        inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS)
+        say("summarising polls, faults and failed sends")
+        sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
+        pages = sparse.filter(F.col("process") == FINAL_PROCESS).filter(
+            (F.col("f") == "poll") & (F.col("type") == "ok")
+        ).select(*KEY, "n", "first_offset", "last_offset").collect()
+        say("building the final committed logs")
+        final = final_log(spark, inputs, facts.digests, pages)
+        steps = consumer_steps(sparse)
+        jumps = steps.filter(F.col("offset") > F.col("prev_offset") + 1).select(
+            *KEY, "prev_offset", "offset").collect()
+        failed = [tuple(r) for r in sparse.filter(
+            (F.col("f") == "send") & (F.col("type") == "fail")
+        ).select(*KEY, "value").collect()]
+        sc = scope_mod.scope(spark, inputs, facts, final, failed, jumps, prune,
+                             sum(rd.history_bytes for rd in runs.values()))
         if sc.pruned:
             say(f"digests: {sc.suspect:,} of {sc.buckets:,} offset buckets need a "
                 "record-by-record check")
@@ -189,14 +203,15 @@ def check_runs(
             spark,
             inputs,
             sc,
+            sparse,
+            steps,
             with_epochs(sc.final, sc.logs).cache(),
             final.sources_df(spark),
-            final.records,
         )
         say(f"checking {len(REGISTRY)} anomaly kinds")
         found = _detect_all(ctx).collect()
         say("computing figures")
-        figs = figures.run_figures(inputs.history, inputs.events, sc)
+        figs = figures.run_figures(spark, inputs.history, sparse, inputs.events, sc)
     finally:
         release(spark)
     key_of = inputs.run_keys

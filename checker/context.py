@@ -1,5 +1,6 @@
-"""What every anomaly detector gets: the parsed inputs, the final committed log and
-the scope of records the value- and offset-keyed checks read (checker.scope)."""
+"""What every anomaly detector gets: the parsed inputs, the history's few rows
+(checker.sparse), the final committed log and the scope of records the value-
+and offset-keyed checks read (checker.scope)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,19 @@ from checker.scope import Scope
 @dataclass
 class CheckContext:
     spark: SparkSession
-    full: Inputs  # everything; the ordering checks (per consumer) read this
+    full: Inputs  # everything
     scope: Scope
+    # Ok polls (summarised), nemesis ops, unsuccessful sends: checker.sparse.
+    sparse: DataFrame
+    # Consumer reads that do not follow the one before by exactly one offset
+    # (checker.anomalies.observations.consumer_steps).
+    steps: DataFrame
     # run, topic, partition, offset, value, epoch: what the cluster finally
     # committed, within the scope.
     final_log: DataFrame
     # run, topic, partition, source, broker, length, records: where each
     # partition's final log came from (all partitions).
     final_sources: DataFrame
-    # run, topic, partition, offset, value: the whole final log (poll-skip).
-    final_offsets: DataFrame
     _shared: dict[str, DataFrame] = field(default_factory=dict, repr=False)
 
     def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:

@@ -7,22 +7,22 @@ several claim it), up to that replica's HW. A partition with neither has no
 known final log; checks that need one skip it and the summary says so.
 
 Which partitions have a final read, who leads the others and how long each final
-log is are small facts: they are collected and decided in Python, so no query
-joins big data on the partition key alone (one task would get all of it).
+log is are small facts (checker.facts, checker.sparse): they are decided in
+Python, so no query joins big data on the partition key alone (one task would
+get all of it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from checker.facts import FINAL, Digest
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
-from checker.spark import keep
 
 KEY = ["run", "topic", "partition"]
 
@@ -30,6 +30,7 @@ FINAL_READ = "final-read"
 LEADER_LOG = "leader-log-up-to-hw"
 NONE = "none"
 
+PARTITIONS = "run string, topic string, partition int"
 SOURCES_SCHEMA = (
     "run string, topic string, partition int, source string, broker string, "
     "length long, records long"
@@ -38,16 +39,61 @@ SOURCES_SCHEMA = (
 
 @dataclass
 class FinalLog:
-    # run, topic, partition, offset, value: every record the cluster finally committed.
-    records: DataFrame
     # One dict per partition (SOURCES_SCHEMA): where its final log came from.
     sources: list[dict[str, Any]]
-    # Partitions whose final log may hold an offset twice (overlapping final-read
-    # pages, or a leader log taken as is): checked record by record, never skipped.
+    # Partitions whose final log may hold an offset twice or out of order
+    # (overlapping or uneven final-read pages, or a leader log taken as is):
+    # checked record by record, never skipped, and deduplicated.
     unsure: set[tuple[str, str, int]]
+    # Partitions without a final read -> (leader broker, its HW).
+    fallback: dict[tuple, tuple[str, int]]
 
     def sources_df(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame(self.sources, SOURCES_SCHEMA)
+
+    def records(
+        self, spark: SparkSession, history: DataFrame, logs: DataFrame, only: set | None = None
+    ) -> DataFrame:
+        """Every final record (run, topic, partition, offset, value) as a lazy
+        DataFrame over the inputs (of the partitions in ``only``, if given)."""
+        polls = _final_polls(history)
+        if only is not None:
+            some = F.broadcast(spark.createDataFrame(list(only), PARTITIONS))
+            polls = polls.join(some, KEY, "left_semi")
+            logs = logs.join(some, KEY, "left_semi")
+        read = polls.select(*KEY, F.explode("records").alias("r")).select(
+            *KEY, F.col("r")[0].alias("offset"), F.col("r")[1].alias("value")
+        )
+        return self.assemble(spark, read, logs)
+
+    def assemble(self, spark: SparkSession, read: DataFrame, logs: DataFrame) -> DataFrame:
+        """The final records from the final read's records (``read``: KEY, offset,
+        value) and, for partitions without one, the leader's log up to its HW."""
+        if self.fallback:
+            upto = spark.createDataFrame(
+                [(*k, b, hw) for k, (b, hw) in self.fallback.items()],
+                f"{PARTITIONS}, leader_broker string, leader_hw long",
+            )
+            from_logs = (
+                logs.join(F.broadcast(upto), KEY)
+                .filter(
+                    (F.col("broker") == F.col("leader_broker"))
+                    & (F.col("offset") < F.col("leader_hw"))
+                )
+                .select(*KEY, "offset", "value")
+            )
+            read = read.unionByName(from_logs)
+        if not self.unsure:
+            return read
+        # Rare: drop repeated (offset, value) pairs where pages overlap.
+        u = spark.createDataFrame(list(self.unsure), PARTITIONS)
+        u = F.broadcast(u.withColumn("unsure", F.lit(True)))
+        marked = read.join(u, KEY, "left")
+        return (
+            marked.filter(F.col("unsure").isNull())
+            .drop("unsure")
+            .unionByName(marked.filter(F.col("unsure")).drop("unsure").distinct())
+        )
 
 
 def _final_polls(history: DataFrame) -> DataFrame:
@@ -70,108 +116,79 @@ def _leaders(states: list[Any]) -> dict[tuple, tuple[str, int]]:
     return {k: (b, hw) for k, (_, b, hw) in best.items()}
 
 
-def final_log(spark: SparkSession, inputs: Inputs) -> FinalLog:
-    """Build the final committed log of every partition (records checkpointed)."""
-    h = inputs.history
-    polls = _final_polls(h)
-    # One row per final-read page: its offsets strictly increasing, and its range.
-    offs = F.transform("records", lambda r: r[0])
-    n = F.size("records")
-    pages = polls.select(
-        *KEY,
-        F.array_min(offs).alias("lo"),
-        F.array_max(offs).alias("hi"),
-        F.when(
-            n > 1,
-            # records[i][0], not offs[i]: a lambda over a derived array would
-            # rebuild the array for every element.
-            F.exists(
-                F.sequence(F.lit(1), n - 1),
-                lambda i: F.col("records")[i][0] <= F.col("records")[i - 1][0],
-            ),
-        ).otherwise(F.lit(False)).alias("unordered"),
-    ).collect()
+def final_log(
+    spark: SparkSession,
+    inputs: Inputs,
+    digests: list[Digest],
+    pages: list[Any],
+) -> FinalLog:
+    """Decide where each partition's final log comes from, and its length.
+
+    ``digests`` are checker.facts' (F digests give lengths and counts); ``pages``
+    the final read's ok polls from checker.sparse (first/last offset, size)."""
     read_parts: set[tuple] = set()
     unsure: set[tuple] = set()
     ranges: dict[tuple, list[tuple[int, int]]] = {}
     for p in pages:
         k = (p.run, p.topic, p.partition)
         read_parts.add(k)
-        if p.unordered:
-            unsure.add(k)
-        elif p.lo is not None:
-            ranges.setdefault(k, []).append((p.lo, p.hi))
+        if p.n:
+            ranges.setdefault(k, []).append((p.first_offset, p.last_offset))
+    length: dict[tuple, int] = {}
+    count: dict[tuple, int] = {}
+    universe: set[tuple] = set()
+    for d in digests:
+        k = (d.run, d.topic, d.partition)
+        universe.add(k)
+        if d.src == FINAL:
+            if d.uneven:  # a page that does not climb one offset at a time
+                unsure.add(k)
+            length[k] = max(length.get(k, 0), d.top + 1)
+            count[k] = count.get(k, 0) + d.n
     for k, rs in ranges.items():
         rs.sort()
         if any(b[0] <= a[1] for a, b in zip(rs, rs[1:], strict=False)):
             unsure.add(k)
 
     leaders = _leaders(inputs.states.collect())
-    read = polls.select(*KEY, F.explode("records").alias("r")).select(
-        *KEY, F.col("r")[0].alias("offset"), F.col("r")[1].alias("value")
-    )
     fallback = {k: v for k, v in leaders.items() if k not in read_parts}
-    if fallback:
-        upto = spark.createDataFrame(
-            [(*k, b, hw) for k, (b, hw) in fallback.items()],
-            "run string, topic string, partition int, leader_broker string, leader_hw long",
-        )
-        from_logs = (
-            inputs.logs.join(F.broadcast(upto), KEY)
-            .filter(
-                (F.col("broker") == F.col("leader_broker"))
-                & (F.col("offset") < F.col("leader_hw"))
-            )
-            .select(*KEY, "offset", "value")
-        )
-        unsure |= set(fallback)
-        read = read.unionByName(from_logs)
+    unsure |= set(fallback)
+    universe |= read_parts | set(leaders)
+    universe |= {(s.run, s.topic, s.partition) for s in inputs.states.collect()}
+    fl = FinalLog([], unsure, fallback)
     if unsure:
-        # Rare: drop repeated (offset, value) pairs where the pages overlap.
-        u = spark.createDataFrame(list(unsure), "run string, topic string, partition int")
-        u = F.broadcast(u.withColumn("unsure", F.lit(True)))
-        marked = read.join(u, KEY, "left")
-        read = (
-            marked.filter(F.col("unsure").isNull())
-            .drop("unsure")
-            .unionByName(marked.filter(F.col("unsure")).drop("unsure").distinct())
+        # Rare: count the deduplicated records of these partitions exactly.
+        exact = (
+            fl.records(spark, inputs.history, inputs.logs, only=unsure)
+            .groupBy(*KEY)
+            .agg((F.max("offset") + 1).alias("length"), F.count("*").alias("records"))
+            .collect()
         )
-    records = keep(read)
-
-    # Every partition any input names, with its final log's length and size.
-    universe = reduce(
-        DataFrame.union,
-        [
-            records.select(*KEY, "offset", F.lit(1).alias("one")),
-            inputs.logs.select(*KEY, F.lit(None).cast("long"), F.lit(0)),
-            h.filter(F.col("f") == "send").select(*KEY, F.lit(None).cast("long"), F.lit(0)),
-            inputs.states.select(*KEY, F.lit(None).cast("long"), F.lit(0)),
-        ]
-    )
-    stats = universe.groupBy(*KEY).agg(
-        (F.max("offset") + 1).alias("length"), F.sum("one").alias("records")
-    )
-    sources = []
-    for r in stats.orderBy(*KEY).collect():
-        k = (r.run, r.topic, r.partition)
+        for k in unsure:
+            length.pop(k, None)
+            count.pop(k, None)
+        for r in exact:
+            k = (r.run, r.topic, r.partition)
+            length[k], count[k] = r.length, r.records
+    for k in sorted(universe, key=lambda k: (k[0], k[1] or "", k[2] if k[2] is not None else -1)):
         if k in read_parts:
             source, broker = FINAL_READ, None
         elif k in leaders:
             source, broker = LEADER_LOG, leaders[k][0]
         else:
             source, broker = NONE, None
-        sources.append(
+        fl.sources.append(
             {
-                "run": r.run,
-                "topic": r.topic,
-                "partition": r.partition,
+                "run": k[0],
+                "topic": k[1],
+                "partition": k[2],
                 "source": source,
                 "broker": broker,
-                "length": int(r.length or 0),
-                "records": int(r.records or 0),
+                "length": int(length.get(k) or 0),
+                "records": int(count.get(k) or 0),
             }
         )
-    return FinalLog(records, sources, unsure)
+    return fl
 
 
 def with_epochs(final: DataFrame, logs: DataFrame) -> DataFrame:

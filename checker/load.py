@@ -1,6 +1,6 @@
-"""Read the JSON-lines files of many runs into Spark DataFrames, in one job each.
+"""Read the JSON-lines files of many runs into Spark DataFrames.
 
-Every file of every run is read by one ``spark.read.text`` call; the run a row
+Every file of every run is read by one scan per file type; the run a row
 belongs to is derived from the file's path, so a tree of hundreds of runs is one
 scan, not hundreds. Each line is parsed with an explicit schema and checked
 against the format's vocabulary; the first bad line stops the check with a
@@ -8,8 +8,9 @@ RunDirError naming run, file and line. A truncated last line (found by
 checker.rundir) is excluded from the data and reported, not raised.
 
 Each input is parsed once and kept (a local checkpoint: typed rows in memory,
-spilling to disk) for the dozen queries that read it; the raw text is kept only
-for bad lines, which need it for their error message. ``run`` is the run
+spilling to disk) for the queries that read it. The first of them,
+checker.facts, fills the kept copies and counts the bad lines in the same pass;
+only then is the raw text read again, to name the bad line. ``run`` is the run
 directory as Spark names it (a ``file:`` URI); Inputs.run_keys maps it back to
 the RunDir key.
 """
@@ -29,6 +30,7 @@ from pyspark.sql import functions as F
 
 from checker import schemas
 from checker.errors import RunDirError
+from checker.facts import Facts, bad_record, collect_facts
 from checker.kinds import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
 from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
 from checker.spark import keep
@@ -92,24 +94,22 @@ def _read_json(spark: SparkSession, paths: list[str], schema) -> DataFrame:
 
 def _load(
     spark: SparkSession,
-    runs: dict[str, RunDir],
     paths: list[str],
     schema,
-    kind: str,
     problem: Callable[[], Column],
     cols: list[Column],
 ) -> DataFrame:
-    """Parse once, check every line, and keep the typed columns (a local checkpoint:
-    in memory, spilling to disk) for the many queries that read them.
+    """Parse once and keep the typed columns plus ``problem`` (null for a good line):
+    a lazy local checkpoint, filled by the first query that reads it (checker.facts,
+    which also counts the problems, so parsing, keeping and validating are one pass).
 
-    ``cols`` read ``j`` (the parsed line) and ``file`` and start with ``run``. Lines
-    with a problem are looked at again on the slow path, which keeps each line's
-    text to name it in the error (a truncated last line is no error)."""
-    kept = _read_json(spark, paths, schema).select(*cols, problem().alias("problem"))
-    kept = keep(kept)
-    if kept.filter(F.col("problem").isNotNull()).limit(1).count():
-        slow = _read_lines(spark, paths, schema).withColumn("problem", problem())
-        _raise_first_bad(slow.withColumn("run", cols[0]), runs, kind)
+    ``cols`` read ``j`` (the parsed line) and ``file`` and start with ``run``."""
+    return keep(_read_json(spark, paths, schema).select(*cols, problem().alias("problem")),
+                eager=False)
+
+
+def good_lines(kept: DataFrame) -> DataFrame:
+    """The lines of a _load result that passed every check."""
     return kept.filter(F.col("problem").isNull()).drop("problem")
 
 
@@ -169,10 +169,6 @@ def _q(c: Column) -> Column:
     return F.coalesce(j.substr(F.lit(2), F.length(j) - 2), F.lit("null"))
 
 
-def _bad_record(r: Column) -> Column:
-    return (F.size(r) != 2) | r[0].isNull() | r[1].isNull()
-
-
 def _history_checks(records: bool = True) -> list[tuple[Column, Column | str]]:
     """Per-line checks. The per-record check is a higher-order function that costs
     as much as all the others together, so the fast path leaves it out and checks
@@ -180,7 +176,7 @@ def _history_checks(records: bool = True) -> list[tuple[Column, Column | str]]:
     j = F.col("j")
     typ, f, proc = j["type"], j["f"], j["process"]
     send, poll, ok = f == "send", f == "poll", typ == "ok"
-    bad_record = F.exists(j["records"], _bad_record)
+    bad_records = F.exists(j["records"], bad_record)
     checks = [
         (j[schemas.CORRUPT].isNotNull(), "corrupt"),
         (j["index"].isNull(), "missing field 'index'"),
@@ -203,15 +199,14 @@ def _history_checks(records: bool = True) -> list[tuple[Column, Column | str]]:
         (poll & ok & j["records"].isNull(), "ok poll without 'records'"),
     ]
     if records:
-        checks.append((poll & ok & F.coalesce(bad_record, F.lit(False)),
+        checks.append((poll & ok & F.coalesce(bad_records, F.lit(False)),
                        "poll record is not [offset, value]"))
     return checks
 
 
-def load_history(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
-    paths = [str(rd.path / HISTORY) for rd in runs.values()]
+def _history_cols(runs: dict[str, RunDir]) -> list[Column]:
     j = F.col("j")
-    cols = [
+    return [
         _run_uri(runs, F.lit("/" + HISTORY)).alias("run"),
         j["index"].alias("index"),
         j["time"].alias("time"),
@@ -228,48 +223,81 @@ def load_history(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
         j["records"].alias("records"),
         j["hw"].alias("hw"),
     ]
-    good = _load(
-        spark, runs, paths, schemas.HISTORY, "history",
-        lambda: _problem(_history_checks(records=False)), cols,
-    )
-    bad_records = (
-        good.filter((F.col("f") == "poll") & (F.col("type") == "ok"))
-        .select(F.explode("records").alias("r"))
-        .filter(_bad_record(F.col("r")))
-    )
-    if bad_records.limit(1).count():
-        # Error path only: the full per-line check finds the line to name.
-        slow = _read_lines(spark, paths, schemas.HISTORY).withColumn(
-            "problem", _problem(_history_checks(records=True))
-        )
-        _raise_first_bad(slow.withColumn("run", cols[0]), runs, "history")
-    return good
 
 
-def load_logs(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
-    paths = [str(rd.path / REPLICAS / b / LOG) for rd in runs.values() for b in rd.brokers]
+def load_history(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
+    """Every history line, kept lazily, with ``problem``. Poll records are checked
+    exploded, by checker.facts (as a per-line check they cost as much as all the
+    others together)."""
+    paths = [str(rd.path / HISTORY) for rd in runs.values()]
+    return _load(spark, paths, schemas.HISTORY,
+                 lambda: _problem(_history_checks(records=False)), _history_cols(runs))
+
+
+def raise_bad_history(spark: SparkSession, runs: dict[str, RunDir]) -> None:
+    """Error path: re-read the histories as text with every check (poll records
+    too) and raise for the first bad line that is not a known truncated last line."""
+    paths = [str(rd.path / HISTORY) for rd in runs.values()]
+    slow = _read_lines(spark, paths, schemas.HISTORY).withColumn(
+        "problem", _problem(_history_checks(records=True))
+    )
+    _raise_first_bad(slow.withColumn("run", _history_cols(runs)[0]), runs, "history")
+
+
+def _log_paths(runs: dict[str, RunDir]) -> list[str]:
+    return [str(rd.path / REPLICAS / b / LOG) for rd in runs.values() for b in rd.brokers]
+
+
+def _log_cols(runs: dict[str, RunDir]) -> list[Column]:
     j = F.col("j")
     # .../replicas/<broker>/log.jsonl: the broker is the second-to-last path segment.
     broker_uri = F.substring_index(F.substring_index("file", "/", -2), "/", 1)
-    cols = [
+    return [
         _run_uri(runs, F.concat(F.lit(f"/{REPLICAS}/"), broker_uri, F.lit(f"/{LOG}"))).alias("run"),
         # url_decode turns '+' into ' ': protect it (broker names are short).
         F.url_decode(F.regexp_replace(broker_uri, r"\+", "%2B")).alias("broker"),
         *[j[c].alias(c) for c in ("topic", "partition", "offset", "epoch", "value")],
     ]
 
-    def problem() -> Column:
-        return _problem(
-            [
-                (j[schemas.CORRUPT].isNotNull(), "corrupt"),
-                *[
-                    (j[c].isNull(), f"missing field {c!r}")
-                    for c in ("topic", "partition", "offset", "value")
-                ],
-            ]
-        )
 
-    return _load(spark, runs, paths, schemas.LOG, "log", problem, cols)
+def _log_problem() -> Column:
+    j = F.col("j")
+    return _problem(
+        [
+            (j[schemas.CORRUPT].isNotNull(), "corrupt"),
+            *[
+                (j[c].isNull(), f"missing field {c!r}")
+                for c in ("topic", "partition", "offset", "value")
+            ],
+        ]
+    )
+
+
+def load_logs(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
+    """Every replica log line, kept lazily, with ``problem``.
+
+    One run's logs are read one broker at a time, its name a constant: decoding
+    it from each line's file path costs about as much as parsing the line."""
+    if len(runs) != 1 or not next(iter(runs.values())).brokers:
+        return _load(spark, _log_paths(runs), schemas.LOG, _log_problem, _log_cols(runs))
+    (rd,) = runs.values()
+    j = F.col("j")
+    parts = [
+        _read_json(spark, [str(rd.path / REPLICAS / b / LOG)], schemas.LOG).select(
+            F.lit(rd.key).alias("run"),
+            F.lit(b).alias("broker"),
+            *[j[c].alias(c) for c in ("topic", "partition", "offset", "epoch", "value")],
+            _log_problem().alias("problem"),
+        )
+        for b in rd.brokers
+    ]
+    return keep(reduce(DataFrame.unionByName, parts), eager=False)
+
+
+def raise_bad_logs(spark: SparkSession, runs: dict[str, RunDir]) -> None:
+    """Error path: as raise_bad_history, for the replica logs."""
+    slow = _read_lines(spark, _log_paths(runs), schemas.LOG).withColumn("problem", _log_problem())
+    _raise_first_bad(slow.withColumn("run", _log_cols(runs)[0]), runs, "log")
 
 
 def load_events(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame | None:
@@ -295,14 +323,16 @@ def load_events(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame | Non
     return kept.filter(F.col("problem").isNull()).drop("problem", "file")
 
 
-def _run_keys(runs: dict[str, RunDir], *dfs: DataFrame) -> dict[str, str]:
-    """Map each run's URI (as Spark names it) to its RunDir key. A run with no
-    lines at all is not in the data; its key stands in for its URI. A single run's
-    rows already carry its key (_run_uri): nothing to look up."""
+def _run_keys(runs: dict[str, RunDir], seen: set[str], history: DataFrame) -> dict[str, str]:
+    """Map each run's URI (as Spark names it; ``seen``: those the facts name) to its
+    RunDir key. A single run's rows already carry its key (_run_uri). When a run
+    has no facts (no acks, polls or logs), the history is scanned for its URI;
+    a run with no lines at all stands in with its key."""
     if len(runs) == 1:
         return {k: k for k in runs}
-    uris = reduce(DataFrame.union, [df.select("run") for df in dfs]).distinct().collect()
-    keys = {r.run: uri_to_path(r.run) for r in uris}
+    if len(seen) < len(runs):
+        seen = seen | {r.run for r in history.select("run").distinct().collect()}
+    keys = {u: uri_to_path(u) for u in seen}
     unknown = [u for u, k in keys.items() if k not in runs]
     if unknown:  # the path mapping failed: a bug, not bad input
         raise RuntimeError(f"checker: {unknown[0]} maps to no known run")
@@ -321,13 +351,22 @@ def load_states(spark: SparkSession, runs: dict[str, RunDir], uri_of: dict[str, 
 
 
 def load_inputs(
-    spark: SparkSession, runs: dict[str, RunDir], progress: Callable[[str], None]
-) -> Inputs:
-    progress(f"reading histories of {len(runs)} run(s)")
-    history = load_history(spark, runs)
-    progress("reading replica logs")
-    logs = load_logs(spark, runs)
+    spark: SparkSession, runs: dict[str, RunDir], progress: Callable[[str], None], bits: int
+) -> tuple[Inputs, Facts]:
+    """Parse, keep and validate every input, collecting checker.facts on the way
+    (``bits``: the digests' bucket size). Raises RunDirError for a bad line."""
+    size = sum(rd.history_bytes for rd in runs.values())
+    progress(f"reading {len(runs)} run(s): {size / 1e6:,.0f} MB of history and the replica logs")
+    history, logs = load_history(spark, runs), load_logs(spark, runs)
+    facts = collect_facts(history, logs, bits)
+    # A truncated last line is a problem line too: the slow paths raise only for
+    # the others.
+    if facts.bad_history:
+        raise_bad_history(spark, runs)
+    if facts.bad_logs:
+        raise_bad_logs(spark, runs)
+    history, logs = good_lines(history), good_lines(logs)
     events = load_events(spark, runs)
-    keys = _run_keys(runs, history, logs)
+    keys = _run_keys(runs, facts.runs, history)
     uri_of = {k: u for u, k in keys.items()}
-    return Inputs(history, logs, load_states(spark, runs, uri_of), events, keys)
+    return Inputs(history, logs, load_states(spark, runs, uri_of), events, keys), facts

@@ -71,6 +71,11 @@ class RunDir:
     def protocol(self) -> str:
         return str(self.meta.get("protocol"))
 
+    @property
+    def history_bytes(self) -> int:
+        p = self.path / HISTORY
+        return p.stat().st_size if p.is_file() else 0
+
     def truncation_for(self, rel: str) -> Truncation | None:
         return next((t for t in self.truncations if t.file == rel), None)
 

@@ -8,18 +8,23 @@ Cassandra): it compares digests first.
 
 Offsets are cut into buckets of 2**BUCKET_BITS. For each bucket, every source
 -- the final log, each replica's log, the acked sends (at their acked offset),
-each consumer's reads -- gets a digest: the count and two sums of a 64-bit hash
-of (offset, value) (a multiset hash: map-side aggregation, so nothing big is
-shuffled). A bucket is *suspect* when a source that has records there does not
-match the final log's digest (two different record sets share a digest with
-odds of about 2**-64; the inputs are not adversarial). Outside suspect buckets
-every replica, ack and read equals the final log record for record, so no
-anomaly of those kinds can sit there -- except through a value that also
-appears elsewhere. Hence the scope: every record in a suspect bucket, plus
-every record whose value is one of the suspect records' values, a value the
-final log holds twice, or a value whose send failed. The anomaly kinds run
-unchanged on that scope and find exactly what they would on everything
+each consumer's reads -- gets a digest (checker.facts: the count and two sums
+of a 64-bit hash of (offset, value), a multiset hash computed while the inputs
+are first read). A bucket is *suspect* when a source that has records there
+does not match the final log's digest, or the final log has records there and
+no ack does (two different record sets share a digest with odds of about
+2**-64; the inputs are not adversarial). Outside suspect buckets every replica,
+ack and read equals the final log record for record, and every final record
+was acked once there, so no anomaly of those kinds can sit there -- except
+through a value that also appears elsewhere. Hence the scope: every record in
+a suspect bucket (or in a range a consumer jumped over: poll-skip looks up the
+final log there), plus every record whose value is one of those records'
+values, a value acked twice, or a value whose send failed. The anomaly kinds
+run unchanged on that scope and find exactly what they would on everything
 (tests/test_checker_scope.py compares the two on generated runs).
+
+It takes two passes over the history and the logs: the records in the suspect
+buckets, then the records of the values they name.
 
 When most buckets are suspect, or the input is small, the scope is simply
 everything.
@@ -27,24 +32,26 @@ everything.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from checker.finallog import KEY, FinalLog
+from checker.facts import ACKED, FINAL, READ, Facts
+from checker.finallog import KEY, PARTITIONS, FinalLog
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
 from checker.spark import keep
 
 BUCKET_BITS = 10
-# Below this many history lines the digests cost more than they save.
-MIN_LINES = 200_000
+# Below this much history the digests cost more than they save (~200k lines).
+MIN_BYTES = 32 << 20
 # Above this share of suspect buckets, check everything.
 MAX_SUSPECT_SHARE = 0.25
 
-_MASK32 = 0xFFFFFFFF
+_BUCKETS = f"{PARTITIONS}, bucket long"
+_VALUES = f"{PARTITIONS}, value long"
 
 
 @dataclass
@@ -67,9 +74,8 @@ def consumer_polls(history: DataFrame) -> DataFrame:
     )
 
 
-def consumer_records(history: DataFrame) -> DataFrame:
-    """One row per record a consumer poll returned: the poll op plus offset and value."""
-    recs = consumer_polls(history).select(
+def _poll_records(polls: DataFrame) -> DataFrame:
+    recs = polls.select(
         *KEY,
         "process",
         "index",
@@ -85,139 +91,188 @@ def consumer_records(history: DataFrame) -> DataFrame:
     )
 
 
+def consumer_records(history: DataFrame) -> DataFrame:
+    """One row per record a consumer poll returned: the poll op plus offset and value."""
+    return _poll_records(consumer_polls(history))
+
+
 def _bucket(offset: str = "offset") -> Column:
     return F.shiftright(F.col(offset), BUCKET_BITS).alias("bucket")
 
 
-def _digest_rows(df: DataFrame, src: Column, offset: str = "offset") -> DataFrame:
-    h = F.xxhash64(F.col(offset), F.col("value"))
-    return df.select(
-        *KEY,
-        _bucket(offset),
-        src.alias("src"),
-        (h.bitwiseAND(F.lit(_MASK32))).alias("lo"),
-        F.shiftrightunsigned(h, 32).alias("hi"),
-    )
-
-
-def _everything(inputs: Inputs, final: FinalLog) -> Scope:
+def _everything(spark: SparkSession, inputs: Inputs, final: FinalLog) -> Scope:
     return Scope(
         sends=inputs.history.filter(F.col("f") == "send"),
         reads=keep(consumer_records(inputs.history)),
         logs=inputs.logs,
-        final=final.records,
+        final=keep(final.records(spark, inputs.history, inputs.logs)),
         unseen_outside=None,
         pruned=False,
     )
 
 
-def _suspects(digests: list, unsure: set[tuple]) -> tuple[list[tuple], dict, int]:
-    """From the collected digests: the suspect buckets, the acked-send count of each
-    clean bucket no consumer read, and the number of buckets."""
+def _suspects(facts: Facts, unsure: set[tuple]) -> tuple[set[tuple], dict, int]:
+    """From the digests: the suspect buckets, the acked-send count of each clean
+    bucket no consumer read, and the number of buckets."""
     by_bucket: dict[tuple, dict[str, tuple]] = {}
-    for d in digests:
+    for d in facts.digests:
         by_bucket.setdefault((d.run, d.topic, d.partition, d.bucket), {})[d.src] = (
             d.n, d.lo, d.hi,
         )
-    suspect, untouched = [], {}
+    suspect, untouched = set(), {}
     for b, srcs in by_bucket.items():
-        final = srcs.get("F", (0, 0, 0))
-        if b[:3] in unsure or any(s != "F" and v != final for s, v in srcs.items()):
-            suspect.append(b)
-        elif "A" in srcs and not any(s.startswith("R") for s in srcs):
-            untouched[b] = srcs["A"][0]
+        final = srcs.get(FINAL, (0, 0, 0))
+        if (
+            b[:3] in unsure
+            or (FINAL in srcs and ACKED not in srcs)
+            or any(s != FINAL and v != final for s, v in srcs.items())
+        ):
+            suspect.add(b)
+        elif ACKED in srcs and not any(s.startswith(READ) for s in srcs):
+            untouched[b] = srcs[ACKED][0]
     return suspect, untouched, len(by_bucket)
 
 
-def _in_scope(df: DataFrame, buckets: DataFrame, values: DataFrame, offset: str) -> DataFrame:
-    """Rows of df whose offset lies in a suspect bucket or whose value is a scope value."""
-    return (
-        df.withColumn("bucket", _bucket(offset))
-        .join(F.broadcast(buckets), [*KEY, "bucket"], "left")
-        .join(F.broadcast(values), [*KEY, "value"], "left")
-        .filter(F.col("in_bucket") | F.col("in_values"))
-        .drop("bucket", "in_bucket", "in_values")
+def jumped_buckets(jumps: Iterable, lengths: dict[tuple, int]) -> set[tuple]:
+    """Buckets of the final-log offsets consumers jumped over (poll-skip's lookups):
+    ``jumps`` rows have KEY, prev_offset and offset."""
+    out = set()
+    for j in jumps:
+        k = (j.run, j.topic, j.partition)
+        lo, hi = max(j.prev_offset + 1, 0), min(j.offset - 1, lengths.get(k, 0) - 1)
+        if hi >= lo:
+            out.update((*k, b) for b in range(lo >> BUCKET_BITS, (hi >> BUCKET_BITS) + 1))
+    return out
+
+
+def _records(history: DataFrame) -> DataFrame:
+    """Sends and ok-poll records in one shape: one row per send (``rec`` = its
+    [acked offset, value]) and per poll record (``rec`` = the record)."""
+    f, typ = F.col("f"), F.col("type")
+    poll = (f == "poll") & (typ == "ok")
+    rec = F.when(poll, F.col("records")).otherwise(F.array(F.array("offset", "value")))
+    return history.filter((f == "send") | poll).select(
+        *[c for c in history.columns if c != "records"], F.explode(rec).alias("rec")
+    ).select(
+        "*", F.col("rec")[0].alias("rec_offset"), F.col("rec")[1].alias("rec_value")
+    ).drop("rec")
+
+
+def _mark(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
+    """df plus ``in_bucket`` (true where its offset is in a listed bucket)."""
+    return df.withColumn("bucket", F.shiftright(F.col(offset), BUCKET_BITS)).join(
+        F.broadcast(buckets), [*KEY, "bucket"], "left"
     )
+
+
+def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts: Facts
+              ) -> DataFrame:
+    """The sends and ok polls of the partitions with listed buckets, less the
+    polls whose first-to-last offset range misses all of them (a poll that
+    climbs unevenly -- checker.facts -- is always kept: its records may lie
+    anywhere)."""
+    per_part: dict[tuple, list[int]] = {}
+    for *k, b in listed:
+        per_part.setdefault(tuple(k), []).append(b)
+    parts = spark.createDataFrame(
+        [(*k, sorted(bs)) for k, bs in per_part.items()], f"{PARTITIONS}, listed array<bigint>"
+    )
+    uneven = {(d.run, d.topic, d.partition, d.src) for d in facts.digests if d.uneven}
+    odd = spark.createDataFrame(
+        [(*k[:3], FINAL_PROCESS if k[3] == FINAL else k[3][len(READ):]) for k in uneven],
+        f"{PARTITIONS}, process string",
+    ).withColumn("odd", F.lit(True))
+    f, typ = F.col("f"), F.col("type")
+    poll = (f == "poll") & (typ == "ok")
+    lo = F.shiftright(F.get(F.get("records", 0), 0), BUCKET_BITS)
+    hi = F.shiftright(F.get(F.element_at("records", -1), 0), BUCKET_BITS)
+    hit = F.exists("listed", lambda b: (b >= lo) & (b <= hi))
+    return (
+        history.filter((f == "send") | poll)
+        .join(F.broadcast(parts), KEY)
+        .join(F.broadcast(odd), [*KEY, "process"], "left")
+        .filter(~poll | F.col("odd").isNotNull() | hit)
+        .drop("listed", "odd")
+    )
+
+
+def _split(spark: SparkSession, recs: DataFrame, logs: DataFrame, final: FinalLog,
+           ) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """Kept records of both passes -> (sends, reads, final records, logs)."""
+    poll = F.col("f") == "poll"
+    sends = recs.filter(~poll).drop("rec_offset", "rec_value")
+    polls = recs.filter(poll)
+    reads = polls.filter(F.col("process") != FINAL_PROCESS).select(
+        *KEY, "process", "index", "time", F.col("offset").alias("fetch_offset"), "hw",
+        F.col("rec_offset").alias("offset"), F.col("rec_value").alias("value"),
+    )
+    read = polls.filter(F.col("process") == FINAL_PROCESS).select(
+        *KEY, F.col("rec_offset").alias("offset"), F.col("rec_value").alias("value")
+    )
+    return sends, reads, final.assemble(spark, read, logs), logs
 
 
 def scope(
     spark: SparkSession,
     inputs: Inputs,
+    facts: Facts,
     final: FinalLog,
+    failed: list,
+    jumps: list,
     prune: bool | None = None,
-    lines: int | None = None,
+    history_bytes: int = 0,
 ) -> Scope:
     """The records the anomaly checks read. ``prune``: True/False forces the
-    digest comparison on/off; None decides by size (``lines`` of history)."""
-    if prune is False or (prune is None and (lines or 0) < MIN_LINES):
-        return _everything(inputs, final)
-    h = inputs.history
-    sends = h.filter(F.col("f") == "send")
-    acked = sends.filter(F.col("type") == "ok")
-    reads = consumer_records(h)
-    digests = (
-        reduce(
-            DataFrame.union,
-            [
-                _digest_rows(final.records, F.lit("F")),
-                _digest_rows(inputs.logs, F.concat(F.lit("L"), "broker")),
-                _digest_rows(acked, F.lit("A")),
-                _digest_rows(reads, F.concat(F.lit("R"), "process")),
-            ]
-        )
-        .groupBy(*KEY, "bucket", "src")
-        .agg(F.count("*").alias("n"), F.sum("lo").alias("lo"), F.sum("hi").alias("hi"))
+    digest comparison on/off; None decides by size (``history_bytes``).
+    ``failed``: (run, topic, partition, value) of failed sends; ``jumps``: the
+    consumer steps that skip ahead (checker.anomalies.observations)."""
+    if prune is False or (prune is None and history_bytes < MIN_BYTES):
+        return _everything(spark, inputs, final)
+    suspect, untouched, total = _suspects(facts, final.unsure)
+    if prune is None and len(suspect) > MAX_SUSPECT_SHARE * max(total, 1):
+        return _everything(spark, inputs, final)
+    lengths = {(s["run"], s["topic"], s["partition"]): s["length"] for s in final.sources}
+    listed = suspect | jumped_buckets(jumps, lengths)
+    buckets = spark.createDataFrame(list(listed), _BUCKETS).withColumn("in_bucket", F.lit(True))
+
+    # Pass 1: every record in a listed bucket (of the polls that can have one).
+    first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts)), buckets,
+                       "rec_offset")
+                 .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
+    logs1 = keep(_mark(inputs.logs, buckets, "offset")
+                 .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
+    named = (
+        first.filter((F.col("f") == "poll") | (F.col("type") == "ok"))
+        .select(*KEY, F.col("rec_value").alias("value"))
+        .union(logs1.select(*KEY, "value"))
+        .distinct()
         .collect()
     )
-    suspect, untouched, total = _suspects(digests, final.unsure)
-    if prune is None and len(suspect) > MAX_SUSPECT_SHARE * max(total, 1):
-        return _everything(inputs, final)
+    values = {tuple(r) for r in named} | facts.acked_twice | set(failed)
+    vdf = spark.createDataFrame(list(values), _VALUES)
 
-    buckets = spark.createDataFrame(
-        suspect, "run string, topic string, partition int, bucket long"
-    ).withColumn("in_bucket", F.lit(True))
-    in_bucket = F.broadcast(buckets)
+    # Pass 2: the records of those values outside the listed buckets.
+    def second(df: DataFrame, offset: str, value: str) -> DataFrame:
+        v = vdf.withColumnRenamed("value", value)
+        named = df.join(F.broadcast(v), [*KEY, value], "left_semi")
+        return keep(_mark(named, buckets, offset)
+                    .filter(F.col("in_bucket").isNull())
+                    .drop("bucket", "in_bucket"))
 
-    def suspect_values(df: DataFrame, offset: str = "offset") -> DataFrame:
-        return df.select(*KEY, _bucket(offset), "value").join(in_bucket, [*KEY, "bucket"]).select(
-            *KEY, "value"
-        )
-
-    twice = (
-        final.records.groupBy(*KEY, "value")
-        .count()
-        .filter(F.col("count") > 1)
-        .select(*KEY, "value")
-    )
-    failed = sends.filter(F.col("type") == "fail").select(*KEY, "value")
-    values = (
-        reduce(
-            DataFrame.union,
-            [
-                suspect_values(final.records),
-                suspect_values(inputs.logs),
-                suspect_values(acked),
-                suspect_values(reads),
-                twice,
-                failed,
-            ]
-        )
-        .distinct()
-        .withColumn("in_values", F.lit(True))
-    )
-    values = keep(values)
-    scoped_sends = keep(sends.join(F.broadcast(values), [*KEY, "value"], "left_semi"))
+    recs_all = first.unionByName(second(_records(inputs.history), "rec_offset", "rec_value"))
+    logs_all = logs1.unionByName(second(inputs.logs, "offset", "value"))
+    sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
-        sends=scoped_sends,
-        reads=keep(_in_scope(reads, buckets, values, "offset")),
-        logs=keep(_in_scope(inputs.logs, buckets, values, "offset")),
-        final=keep(_in_scope(final.records, buckets, values, "offset")),
+        sends=sends,
+        reads=reads,
+        logs=logs,
+        final=keep(final_records),
         unseen_outside=None,
         pruned=True,
         buckets=total,
         suspect=len(suspect),
     )
-    out.unseen_outside = _unseen_outside(spark, scoped_sends, untouched)
+    out.unseen_outside = _unseen_outside(spark, sends, untouched)
     return out
 
 

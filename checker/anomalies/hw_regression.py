@@ -9,15 +9,15 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker.anomalies.base import AnomalyKind, rows
+from checker.anomalies.observations import consumer_polls
 from checker.context import CheckContext
 from checker.finallog import KEY
-from checker.scope import consumer_polls
 
 
 def detect(ctx: CheckContext) -> DataFrame:
     w = Window.partitionBy(*KEY, "process").orderBy("index")
     polls = (
-        consumer_polls(ctx.full.history)
+        consumer_polls(ctx.sparse)
         .filter(F.col("hw").isNotNull())
         .select(
             *KEY,

@@ -9,12 +9,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checker.anomalies.base import AnomalyKind, rows
-from checker.anomalies.observations import consumer_steps, step_before
+from checker.anomalies.observations import step_before
 from checker.context import CheckContext
 
 
 def detect(ctx: CheckContext) -> DataFrame:
-    df = consumer_steps(ctx).filter(
+    df = ctx.steps.filter(
         F.col("prev_index").isNotNull() & (F.col("offset") <= F.col("prev_offset"))
     )
     witness = F.struct(

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from checker.context import CheckContext
 from checker.finallog import KEY, NONE
-from checker.scope import consumer_polls
+from checker.kinds import FINAL_PROCESS
 from checker.spark import keep
 
 
@@ -22,58 +22,63 @@ def known_final(ctx: CheckContext) -> DataFrame:
     return F.broadcast(ctx.final_sources.filter(F.col("source") != NONE).select(*KEY))
 
 
-def consumer_steps(ctx: CheckContext) -> DataFrame:
+def consumer_polls(sparse: DataFrame) -> DataFrame:
+    """The consumers' ok polls among checker.sparse's rows (summarised)."""
+    return sparse.filter(
+        (F.col("f") == "poll") & (F.col("type") == "ok") & (F.col("process") != FINAL_PROCESS)
+    )
+
+
+def consumer_steps(sparse: DataFrame) -> DataFrame:
     """Each record a consumer read that does not follow the one it read before by
     exactly one offset (per partition): the only steps an ordering anomaly can be.
+    Kept (small).
 
     For a consumer's first record the "previous" offset is its first fetch
     position minus one, so a first poll that starts beyond it counts as a step.
-    Worked out per poll, not per record: a poll's records are compared with each
-    other inside the poll, and its first record with the last record of the
-    consumer's previous non-empty poll (one window over the polls).
+    Worked out per poll, not per record: a poll's first record is compared with
+    the last record of the consumer's previous non-empty poll (one window over
+    the poll summaries), and records inside a poll with each other -- only in
+    the polls checker.sparse kept records for (those checker.facts saw climb
+    unevenly; any other poll climbs one offset at a time).
     """
-    return ctx.shared("consumer_steps", lambda: _consumer_steps(ctx))
-
-
-def _consumer_steps(ctx: CheckContext) -> DataFrame:
-    n = F.size("records")
     before = Window.partitionBy(*KEY, "process").orderBy("index").rowsBetween(
         Window.unboundedPreceding, -1
     )
-    nonempty = n > 0
-    polls = consumer_polls(ctx.full.history).select(
+    nonempty = F.col("n") > 0
+    polls = consumer_polls(sparse).select(
         *KEY,
         "process",
         "index",
         "hw",
+        "n",
         "records",
+        "first_offset",
+        "first_value",
         F.coalesce(
-            F.last(F.when(nonempty, F.element_at("records", -1)[0]), ignorenulls=True).over(
-                before
-            ),
+            F.last(F.when(nonempty, F.col("last_offset")), ignorenulls=True).over(before),
             F.col("offset") - 1,
         ).alias("prev_offset"),
         F.last(F.when(nonempty, F.col("index")), ignorenulls=True).over(before).alias(
             "prev_index"
         ),
     ).filter(nonempty)
-    first = F.col("records")[0]
     across = polls.select(
         *KEY,
         "process",
-        first[0].alias("offset"),
-        first[1].alias("value"),
+        F.col("first_offset").alias("offset"),
+        F.col("first_value").alias("value"),
         "index",
         "hw",
         "prev_offset",
         "prev_index",
     )
-    # Polls whose records do not climb one offset at a time, exploded (rare).
     # (records[i][0], not a derived offsets array: the lambda would rebuild it
     # for every element.)
-    rec = F.col("records")
+    rec, n = F.col("records"), F.col("n")
     uneven = polls.filter(
-        F.when(
+        rec.isNotNull()
+        & F.when(
             n > 1,
             F.exists(
                 F.sequence(F.lit(1), n - 1),

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checker.anomalies.base import AnomalyKind, rows
-from checker.anomalies.observations import consumer_steps, step_before
+from checker.anomalies.observations import step_before
 from checker.context import CheckContext
 from checker.finallog import KEY
 from checker.scope import BUCKET_BITS
@@ -18,7 +18,7 @@ _SHOWN = 10
 
 
 def detect(ctx: CheckContext) -> DataFrame:
-    jumps = consumer_steps(ctx).filter(F.col("offset") > F.col("prev_offset") + 1)
+    jumps = ctx.steps.filter(F.col("offset") > F.col("prev_offset") + 1)
     # A range join, bucketed by offset so that each jump meets only the final-log
     # records of the buckets it spans (jumps are few: broadcast them).
     # Offsets past the final log's end cannot be committed ones: clamp the span.
@@ -35,7 +35,8 @@ def detect(ctx: CheckContext) -> DataFrame:
         )
         .drop("final_length")
     )
-    final = ctx.final_offsets.select(
+    # checker.scope keeps the final log of every bucket a jump spans.
+    final = ctx.scope.final.select(
         *KEY, F.shiftright("offset", BUCKET_BITS).alias("bucket"), F.col("offset").alias("skipped")
     )
     hits = final.join(F.broadcast(spans), [*KEY, "bucket"]).filter(

@@ -1,0 +1,168 @@
+"""The first query over the parsed inputs: one aggregation that fills their kept
+copies (checker.load) and, on the way, counts what checker.scope and the
+validation need.
+
+Every history and log line becomes zero or more *facts*, each a source, an
+offset bucket, and an (offset, value):
+
+- ``A``: an acknowledged send, at its acked offset;
+- ``R<process>``: a record a consumer poll returned; ``F``: one the final read returned;
+- ``L<broker>``: a record of that replica's log;
+- ``V``: an acknowledged value (its "bucket" is the value: repeated ones are kept);
+- ``!h``/``!l``: a history/log line that failed a check, or a poll record that
+  is not [offset, value].
+
+Facts are summed per (run, partition, source, bucket) into digests: a count,
+two sums of a 64-bit hash of (offset, value) and the highest offset (fixed-width
+sums only: Spark's hash aggregation; a string in the buffer would make it sort).
+
+A poll record also says whether it sits where an evenly climbing poll would put
+it (offset = first offset + position): ``uneven`` digests mark the sources and
+buckets where a poll skips, repeats or reorders offsets, so that the per-poll
+ordering checks look inside those polls only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from checker.kinds import FINAL_PROCESS
+
+_MASK32 = 0xFFFFFFFF
+_FACT = "struct<src:string,bucket:bigint,offset:bigint,value:bigint,uneven:boolean>"
+
+ACKED = "A"
+FINAL = "F"
+READ = "R"
+LOG = "L"
+ACKED_VALUE = "V"
+BAD_HISTORY = "!h"
+BAD_LOG = "!l"
+
+
+@dataclass
+class Digest:
+    run: str
+    topic: str | None
+    partition: int | None
+    src: str
+    bucket: int | None
+    n: int
+    lo: int
+    hi: int
+    top: int | None
+    uneven: bool
+
+
+@dataclass
+class Facts:
+    digests: list[Digest] = field(default_factory=list)
+    # (run, topic, partition, value): values acknowledged more than once.
+    acked_twice: set[tuple] = field(default_factory=set)
+    bad_history: bool = False
+    bad_logs: bool = False
+    runs: set[str] = field(default_factory=set)  # run URIs with any fact
+
+
+def bad_record(r: Column) -> Column:
+    """A poll record that is not [offset, value]."""
+    return (F.size(r) != 2) | F.get(r, 0).isNull() | F.get(r, 1).isNull()
+
+
+def _history_facts(kept: DataFrame, bits: int) -> DataFrame:
+    """One row per fact of the history. Built with a native generator over plain
+    arrays (a poll's records; an ack's [offset, value] twice, the second copy
+    being its V fact), not a lambda per record: Spark interprets lambdas."""
+    f, typ = F.col("f"), F.col("type")
+    ack = (f == "send") & (typ == "ok")
+    poll = (f == "poll") & (typ == "ok")
+    problem = F.col("problem").isNotNull()
+    pair = F.array(F.col("offset"), F.col("value"))
+    arr = (
+        F.when(problem, F.array(F.array().cast("array<bigint>")))
+        .when(ack, F.array(pair, pair))
+        .otherwise(F.col("records"))
+    )
+    x = kept.filter(problem | ack | poll).select(
+        "run", "topic", "partition", "process", "problem",
+        F.when(ack, F.lit(True)).otherwise(F.lit(False)).alias("ack"),
+        F.get(F.get("records", 0), 0).alias("first"),
+        F.posexplode(arr).alias("pos", "r"),
+    )
+    r, pos = F.col("r"), F.col("pos")
+    offset, value = F.get(r, 0), F.get(r, 1)
+    src = (
+        F.when(F.col("problem").isNotNull() | bad_record(r), F.lit(BAD_HISTORY))
+        .when(F.col("ack") & (pos == 0), F.lit(ACKED))
+        .when(F.col("ack"), F.lit(ACKED_VALUE))
+        .when(F.col("process") == FINAL_PROCESS, F.lit(FINAL))
+        .otherwise(F.concat(F.lit(READ), F.col("process")))
+    )
+    return x.select(
+        "run",
+        "topic",
+        "partition",
+        src.alias("src"),
+        # A V fact's bucket is its value (repeated values are what it counts).
+        F.when(F.col("ack") & (pos == 1), value)
+        .otherwise(F.shiftright(offset, bits))
+        .alias("bucket"),
+        offset.alias("offset"),
+        value.alias("value"),
+        (~F.col("ack") & (offset != F.col("first") + pos)).alias("uneven"),
+    )
+
+
+def _log_facts(kept: DataFrame, bits: int) -> DataFrame:
+    bad = F.col("problem").isNotNull()
+    return kept.select(
+        "run",
+        "topic",
+        "partition",
+        F.when(bad, F.lit(BAD_LOG)).otherwise(F.concat(F.lit(LOG), "broker")).alias("src"),
+        F.shiftright("offset", bits).alias("bucket"),
+        "offset",
+        "value",
+        F.lit(False).alias("uneven"),
+    )
+
+
+def _digests(facts: DataFrame) -> DataFrame:
+    h = F.xxhash64("offset", "value")
+    return (
+        facts.groupBy("run", "topic", "partition", "src", "bucket")
+        .agg(
+            F.count("*").alias("n"),
+            F.sum(h.bitwiseAND(F.lit(_MASK32))).alias("lo"),
+            F.sum(F.shiftrightunsigned(h, 32)).alias("hi"),
+            F.max("offset").alias("top"),
+            F.max("uneven").alias("uneven"),
+        )
+        # Acked values: only the repeated ones matter.
+        .filter((F.col("src") != ACKED_VALUE) | (F.col("n") > 1))
+    )
+
+
+def collect_facts(history: DataFrame, logs: DataFrame, bits: int) -> Facts:
+    """One job: fill the kept history and logs (each read once) and collect their
+    facts. ``history``/``logs`` are checker.load's kept frames with ``problem``."""
+    rows = _digests(_history_facts(history, bits).unionByName(_log_facts(logs, bits))).collect()
+    out = Facts()
+    for r in rows:
+        out.runs.add(r.run)
+        if r.src == BAD_HISTORY:
+            out.bad_history = True
+            continue
+        if r.src == BAD_LOG:
+            out.bad_logs = True
+            continue
+        if r.src == ACKED_VALUE:
+            out.acked_twice.add((r.run, r.topic, r.partition, r.bucket))
+            continue
+        out.digests.append(Digest(r.run, r.topic, r.partition, r.src, r.bucket, r.n,
+                                  r.lo, r.hi, r.top, bool(r.uneven)))
+    return out
+
