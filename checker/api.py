@@ -24,9 +24,8 @@ from checker import scope as scope_mod
 from checker.anomalies import BY_NAME, REGISTRY
 from checker.anomalies.observations import consumer_steps
 from checker.context import CheckContext
-from checker.finallog import FINAL_READ, KEY, final_log, with_epochs
+from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epochs
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
-from checker.kinds import FINAL_PROCESS
 from checker.load import load_inputs
 from checker.output import write_check
 from checker.results import write_results
@@ -183,9 +182,7 @@ def check_runs(
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS)
         say("summarising polls, faults and failed sends")
         sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
-        pages = sparse.filter(F.col("process") == FINAL_PROCESS).filter(
-            (F.col("f") == "poll") & (F.col("type") == "ok")
-        ).select(*KEY, "n", "first_offset", "last_offset").collect()
+        pages = final_polls(sparse).select(*KEY, "n", "first_offset", "last_offset").collect()
         say("building the final committed logs")
         final = final_log(spark, inputs, facts.digests, pages)
         steps = consumer_steps(sparse)

@@ -56,7 +56,7 @@ class FinalLog:
     ) -> DataFrame:
         """Every final record (run, topic, partition, offset, value) as a lazy
         DataFrame over the inputs (of the partitions in ``only``, if given)."""
-        polls = _final_polls(history)
+        polls = final_polls(history)
         if only is not None:
             some = F.broadcast(spark.createDataFrame(list(only), PARTITIONS))
             polls = polls.join(some, KEY, "left_semi")
@@ -96,7 +96,7 @@ class FinalLog:
         )
 
 
-def _final_polls(history: DataFrame) -> DataFrame:
+def final_polls(history: DataFrame) -> DataFrame:
     return history.filter(
         (F.col("process") == FINAL_PROCESS) & (F.col("f") == "poll") & (F.col("type") == "ok")
     )
@@ -150,11 +150,12 @@ def final_log(
         if any(b[0] <= a[1] for a, b in zip(rs, rs[1:], strict=False)):
             unsure.add(k)
 
-    leaders = _leaders(inputs.states.collect())
+    states = inputs.states.collect()
+    leaders = _leaders(states)
     fallback = {k: v for k, v in leaders.items() if k not in read_parts}
     unsure |= set(fallback)
     universe |= read_parts | set(leaders)
-    universe |= {(s.run, s.topic, s.partition) for s in inputs.states.collect()}
+    universe |= {(s.run, s.topic, s.partition) for s in states}
     fl = FinalLog([], unsure, fallback)
     if unsure:
         # Rare: count the deduplicated records of these partitions exactly.

@@ -43,6 +43,7 @@ from checker.finallog import KEY, PARTITIONS, FinalLog
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
 from checker.spark import keep
+from checker.sparse import uneven_sources
 
 BUCKET_BITS = 10
 # Below this much history the digests cost more than they save (~200k lines).
@@ -177,10 +178,8 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     parts = spark.createDataFrame(
         [(*k, sorted(bs)) for k, bs in per_part.items()], f"{PARTITIONS}, listed array<bigint>"
     )
-    uneven = {(d.run, d.topic, d.partition, d.src) for d in facts.digests if d.uneven}
     odd = spark.createDataFrame(
-        [(*k[:3], FINAL_PROCESS if k[3] == FINAL else k[3][len(READ):]) for k in uneven],
-        f"{PARTITIONS}, process string",
+        list(uneven_sources(facts.digests)), f"{PARTITIONS}, process string"
     ).withColumn("odd", F.lit(True))
     f, typ = F.col("f"), F.col("type")
     poll = (f == "poll") & (typ == "ok")

@@ -13,26 +13,27 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.facts import READ, Digest
-from checker.kinds import NEMESIS_PROCESS
+from checker.facts import FINAL, READ, Digest
+from checker.finallog import KEY
+from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
 from checker.spark import keep
-
-KEY = ["run", "topic", "partition"]
 
 
 def uneven_sources(digests: list[Digest]) -> set[tuple]:
-    """(run, topic, partition, process) of the consumers with an uneven poll."""
+    """(run, topic, partition, process) of the readers (consumers and the final
+    read) with a poll that does not climb one offset at a time."""
     return {
-        (d.run, d.topic, d.partition, d.src[len(READ):])
+        (d.run, d.topic, d.partition,
+         FINAL_PROCESS if d.src == FINAL else d.src[len(READ):])
         for d in digests
-        if d.uneven and d.src.startswith(READ)
+        if d.uneven and (d.src == FINAL or d.src.startswith(READ))
     }
 
 
 def sparse_rows(spark, history: DataFrame, uneven: set[tuple]) -> DataFrame:
     """Ok polls (summarised), nemesis ops and unsuccessful sends, kept.
 
-    ``uneven``: the consumers whose polls keep their records (uneven_sources)."""
+    ``uneven``: the readers whose polls keep their records (uneven_sources)."""
     f, typ, proc = F.col("f"), F.col("type"), F.col("process")
     poll = (f == "poll") & (typ == "ok")
     rows = history.filter(

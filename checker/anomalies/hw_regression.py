@@ -9,9 +9,9 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker.anomalies.base import AnomalyKind, rows
-from checker.anomalies.observations import consumer_polls
 from checker.context import CheckContext
 from checker.finallog import KEY
+from checker.scope import consumer_polls
 
 
 def detect(ctx: CheckContext) -> DataFrame:

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from checker.context import CheckContext
 from checker.finallog import KEY, NONE
-from checker.kinds import FINAL_PROCESS
+from checker.scope import consumer_polls
 from checker.spark import keep
 
 
@@ -20,13 +20,6 @@ def consumer_records(ctx: CheckContext) -> DataFrame:
 def known_final(ctx: CheckContext) -> DataFrame:
     """Partitions whose final committed log is known (run, topic, partition)."""
     return F.broadcast(ctx.final_sources.filter(F.col("source") != NONE).select(*KEY))
-
-
-def consumer_polls(sparse: DataFrame) -> DataFrame:
-    """The consumers' ok polls among checker.sparse's rows (summarised)."""
-    return sparse.filter(
-        (F.col("f") == "poll") & (F.col("type") == "ok") & (F.col("process") != FINAL_PROCESS)
-    )
 
 
 def consumer_steps(sparse: DataFrame) -> DataFrame:
