@@ -30,7 +30,8 @@ from checker.load import load_inputs
 from checker.output import write_check
 from checker.results import write_results
 from checker.rundir import RunDir, discover, read_rundir
-from checker.spark import get_session, release
+from checker.sends import send_ops
+from checker.spark import get_session, release, shuffle_partitions
 from checker.sparse import sparse_rows, uneven_sources
 from checker.verdict import decide
 
@@ -180,6 +181,8 @@ def check_runs(
     spark = get_session(master)
     try:
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS)
+        say("pairing sends with their completions")
+        sends = send_ops(inputs.history)
         say("summarising polls, faults and failed sends")
         sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
         pages = final_polls(sparse).select(*KEY, "n", "first_offset", "last_offset").collect()
@@ -191,7 +194,7 @@ def check_runs(
         failed = [tuple(r) for r in sparse.filter(
             (F.col("f") == "send") & (F.col("type") == "fail")
         ).select(*KEY, "value").collect()]
-        sc = scope_mod.scope(spark, inputs, facts, final, failed, jumps, prune,
+        sc = scope_mod.scope(spark, inputs, facts, final, sends, failed, jumps, prune,
                              sum(rd.history_bytes for rd in runs.values()))
         if sc.pruned:
             say(f"digests: {sc.suspect:,} of {sc.buckets:,} offset buckets need a "
@@ -202,13 +205,14 @@ def check_runs(
             sc,
             sparse,
             steps,
-            with_epochs(sc.final, sc.logs).cache(),
+            sc.narrow(with_epochs(sc.final, sc.logs).cache()),
             final.sources_df(spark),
         )
         say(f"checking {len(REGISTRY)} anomaly kinds")
-        found = _detect_all(ctx).collect()
+        with shuffle_partitions(spark, 1 if sc.small else None):
+            found = _detect_all(ctx).collect()
         say("computing figures")
-        figs = figures.run_figures(spark, inputs.history, sparse, inputs.events, sc)
+        figs = figures.run_figures(spark, inputs.history, sparse, sends, inputs.events, sc)
     finally:
         release(spark)
     key_of = inputs.run_keys

@@ -8,7 +8,6 @@ offset bucket, and an (offset, value):
 - ``A``: an acknowledged send, at its acked offset;
 - ``R<process>``: a record a consumer poll returned; ``F``: one the final read returned;
 - ``L<broker>``: a record of that replica's log;
-- ``V``: an acknowledged value (its "bucket" is the value: repeated ones are kept);
 - ``!h``/``!l``: a history/log line that failed a check, or a poll record that
   is not [offset, value].
 
@@ -32,13 +31,11 @@ from pyspark.sql import functions as F
 from checker.kinds import FINAL_PROCESS
 
 _MASK32 = 0xFFFFFFFF
-_FACT = "struct<src:string,bucket:bigint,offset:bigint,value:bigint,uneven:boolean>"
 
 ACKED = "A"
 FINAL = "F"
 READ = "R"
 LOG = "L"
-ACKED_VALUE = "V"
 BAD_HISTORY = "!h"
 BAD_LOG = "!l"
 
@@ -60,8 +57,6 @@ class Digest:
 @dataclass
 class Facts:
     digests: list[Digest] = field(default_factory=list)
-    # (run, topic, partition, value): values acknowledged more than once.
-    acked_twice: set[tuple] = field(default_factory=set)
     bad_history: bool = False
     bad_logs: bool = False
     runs: set[str] = field(default_factory=set)  # run URIs with any fact
@@ -74,8 +69,8 @@ def bad_record(r: Column) -> Column:
 
 def _history_facts(kept: DataFrame, bits: int) -> DataFrame:
     """One row per fact of the history. Built with a native generator over plain
-    arrays (a poll's records; an ack's [offset, value] twice, the second copy
-    being its V fact), not a lambda per record: Spark interprets lambdas."""
+    arrays (a poll's records; an ack's [offset, value]), not a lambda per
+    record: Spark interprets lambdas."""
     f, typ = F.col("f"), F.col("type")
     ack = (f == "send") & (typ == "ok")
     poll = (f == "poll") & (typ == "ok")
@@ -83,7 +78,7 @@ def _history_facts(kept: DataFrame, bits: int) -> DataFrame:
     pair = F.array(F.col("offset"), F.col("value"))
     arr = (
         F.when(problem, F.array(F.array().cast("array<bigint>")))
-        .when(ack, F.array(pair, pair))
+        .when(ack, F.array(pair))
         .otherwise(F.col("records"))
     )
     x = kept.filter(problem | ack | poll).select(
@@ -96,20 +91,19 @@ def _history_facts(kept: DataFrame, bits: int) -> DataFrame:
     offset, value = F.get(r, 0), F.get(r, 1)
     src = (
         F.when(F.col("problem").isNotNull() | bad_record(r), F.lit(BAD_HISTORY))
-        .when(F.col("ack") & (pos == 0), F.lit(ACKED))
-        .when(F.col("ack"), F.lit(ACKED_VALUE))
+        .when(F.col("ack"), F.lit(ACKED))
         .when(F.col("process") == FINAL_PROCESS, F.lit(FINAL))
-        .otherwise(F.concat(F.lit(READ), F.col("process")))
+        .otherwise(F.lit(READ))
     )
     return x.select(
         "run",
         "topic",
         "partition",
         src.alias("src"),
-        # A V fact's bucket is its value (repeated values are what it counts).
-        F.when(F.col("ack") & (pos == 1), value)
-        .otherwise(F.shiftright(offset, bits))
-        .alias("bucket"),
+        # Whose reads (a consumer's): kept apart from ``src`` so that no string
+        # is built per record; collect_facts joins them.
+        F.when(src == READ, F.col("process")).alias("who"),
+        F.shiftright(offset, bits).alias("bucket"),
         offset.alias("offset"),
         value.alias("value"),
         (~F.col("ack") & (offset != F.col("first") + pos)).alias("uneven"),
@@ -122,7 +116,8 @@ def _log_facts(kept: DataFrame, bits: int) -> DataFrame:
         "run",
         "topic",
         "partition",
-        F.when(bad, F.lit(BAD_LOG)).otherwise(F.concat(F.lit(LOG), "broker")).alias("src"),
+        F.when(bad, F.lit(BAD_LOG)).otherwise(F.lit(LOG)).alias("src"),
+        F.when(~bad, F.col("broker")).alias("who"),
         F.shiftright("offset", bits).alias("bucket"),
         "offset",
         "value",
@@ -132,17 +127,12 @@ def _log_facts(kept: DataFrame, bits: int) -> DataFrame:
 
 def _digests(facts: DataFrame) -> DataFrame:
     h = F.xxhash64("offset", "value")
-    return (
-        facts.groupBy("run", "topic", "partition", "src", "bucket")
-        .agg(
-            F.count("*").alias("n"),
-            F.sum(h.bitwiseAND(F.lit(_MASK32))).alias("lo"),
-            F.sum(F.shiftrightunsigned(h, 32)).alias("hi"),
-            F.max("offset").alias("top"),
-            F.max("uneven").alias("uneven"),
-        )
-        # Acked values: only the repeated ones matter.
-        .filter((F.col("src") != ACKED_VALUE) | (F.col("n") > 1))
+    return facts.groupBy("run", "topic", "partition", "src", "who", "bucket").agg(
+        F.count("*").alias("n"),
+        F.sum(h.bitwiseAND(F.lit(_MASK32))).alias("lo"),
+        F.sum(F.shiftrightunsigned(h, 32)).alias("hi"),
+        F.max("offset").alias("top"),
+        F.max("uneven").alias("uneven"),
     )
 
 
@@ -159,10 +149,7 @@ def collect_facts(history: DataFrame, logs: DataFrame, bits: int) -> Facts:
         if r.src == BAD_LOG:
             out.bad_logs = True
             continue
-        if r.src == ACKED_VALUE:
-            out.acked_twice.add((r.run, r.topic, r.partition, r.bucket))
-            continue
-        out.digests.append(Digest(r.run, r.topic, r.partition, r.src, r.bucket, r.n,
+        out.digests.append(Digest(r.run, r.topic, r.partition, r.src + (r.who or ""), r.bucket, r.n,
                                   r.lo, r.hi, r.top, bool(r.uneven)))
     return out
 

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
 from checker.scope import Scope
+from checker.sends import SendOps, completions, odd_pairs
 
 
 def unseen_acked(scope: Scope) -> DataFrame:
@@ -67,48 +68,96 @@ def faults(sparse: DataFrame) -> dict[str, list[tuple[int, int, str]]]:
     return out
 
 
-def op_figures(history: DataFrame) -> DataFrame:
-    """run -> op counts and latency quantiles (ms) of sends and polls.
+def _latency(ns: Column, name: str) -> list[Column]:
+    ms = ns / 1e6
+    return [
+        F.percentile_approx(ms, [0.5, 0.95, 0.99]).alias(f"{name}_latency_ms_p50_p95_p99"),
+        F.max(ms).alias(f"{name}_latency_ms_max"),
+    ]
 
-    Each process has one op in flight (Jepsen's model), so an op's completion is
-    the next op of the same process after its invoke (a window per process)."""
+
+def send_figures(sends: SendOps, odd: DataFrame | None) -> DataFrame:
+    """run -> send counts, send lines, first and last time and send latency, in
+    one aggregation over checker.sends' pairs (``odd``: its odd_pairs)."""
+    v = sends.by_value
+    n_done = F.col("n_ok") + F.col("n_fail") + F.col("n_info")
+    rows = v.select(
+        "run", "n_invoke", "n_ok", "n_fail", "n_info", "t_lo", "t_hi",
+        F.when(~F.col("odd") & (n_done == 1), F.col("t_hi") - F.col("t_lo")).alias("ns"),
+    )
+    if odd is not None:
+        zero = F.lit(0).cast("long")
+        rows = rows.unionByName(odd.select(
+            "run", *[zero.alias(c) for c in ("n_invoke", "n_ok", "n_fail", "n_info")],
+            F.lit(None).cast("long").alias("t_lo"), F.lit(None).cast("long").alias("t_hi"),
+            F.col("latency_ns").alias("ns"),
+        ))
+    return rows.groupBy("run").agg(
+        F.sum("n_invoke").alias("sends"),
+        F.sum("n_ok").alias("sends_ok"),
+        F.sum("n_fail").alias("sends_fail"),
+        F.sum("n_info").alias("sends_info"),
+        F.sum(F.col("n_invoke") + n_done).alias("lines"),
+        F.min("t_lo").alias("t0"),
+        F.max("t_hi").alias("t1"),
+        *_latency(F.col("ns"), "send"),
+    )
+
+
+def other_figures(sparse: DataFrame) -> DataFrame:
+    """run -> counts, lines, first and last time and poll latency of every line
+    but the sends (checker.sparse holds all of them). Each process has one op in
+    flight (Jepsen's model), so a poll's completion follows its invoke among
+    that process's polls."""
     f, t, p = F.col("f"), F.col("type"), F.col("process")
+    rows = sparse.filter(f != "send")
     w = Window.partitionBy("run", "process").orderBy("index")
-    ops = history.select(
-        "run", "process", "time", "type", "f",
-        (F.col("time") - F.lag("time").over(w)).alias("ns"),
-        F.lag("type").over(w).alias("prev_type"),
+    polls = rows.filter(f == "poll").select(
+        "run",
+        F.when((t != "invoke") & (F.lag("type").over(w) == "invoke"),
+               F.col("time") - F.lag("time").over(w)).alias("ns"),
     )
 
     def n(cond: Column, name: str) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).alias(name)
 
-    done = (F.col("prev_type") == "invoke") & (t != "invoke") & (p != NEMESIS_PROCESS)
-    ms = F.col("ns") / 1e6
-    aggs = [
-        F.count("*").alias("ops"),
-        n((f == "send") & (t == "invoke"), "sends"),
-        n((f == "send") & (t == "ok"), "sends_ok"),
-        n((f == "send") & (t == "fail"), "sends_fail"),
-        n((f == "send") & (t == "info"), "sends_info"),
+    counts = rows.groupBy("run").agg(
+        F.count("*").alias("lines"),
         n((f == "poll") & (t == "ok") & (p != FINAL_PROCESS), "polls_ok"),
         n((p == NEMESIS_PROCESS) & (t != "invoke"), "nemesis_ops"),
         n((p == FINAL_PROCESS) & (t == "ok"), "final_reads"),
-        (F.max("time") - F.min("time")).alias("duration_ns"),
-    ]
-    for op in ("send", "poll"):
-        sel = F.when(done & (f == op), ms)
-        aggs += [
-            F.percentile_approx(sel, [0.5, 0.95, 0.99]).alias(f"{op}_latency_ms_p50_p95_p99"),
-            F.max(sel).alias(f"{op}_latency_ms_max"),
-        ]
-    return ops.groupBy("run").agg(*aggs)
+        F.min("time").alias("t0"),
+        F.max("time").alias("t1"),
+    )
+    return counts.join(polls.groupBy("run").agg(*_latency(F.col("ns"), "poll")), "run", "left")
 
 
-def window_sends(spark, history: DataFrame, windows: dict[str, list]) -> DataFrame:
-    """(run, n) -> sends completed in fault window n and how many were ok. Window
-    n runs from the n-th completed nemesis op to the next; windows are few, so
-    each send meets its run's windows in a broadcast join."""
+def op_figures(sends: SendOps, odd: DataFrame | None, sparse: DataFrame
+               ) -> dict[str, dict[str, Any]]:
+    """run -> op counts, duration and latency quantiles (ms) of sends and polls."""
+    out: dict[str, dict[str, Any]] = {}
+    zero = {"sends": 0, "sends_ok": 0, "sends_fail": 0, "sends_info": 0, "polls_ok": 0,
+            "nemesis_ops": 0, "final_reads": 0}
+    none = {f"{op}_latency_ms_{q}": None for op in ("send", "poll") for q in ("p50_p95_p99", "max")}
+    for r in [*send_figures(sends, odd).collect(), *other_figures(sparse).collect()]:
+        d = r.asDict(recursive=True)
+        fig = out.setdefault(d.pop("run"), {"ops": 0, **zero, **none, "t": []})
+        fig["ops"] += d.pop("lines")
+        fig["t"] += [t for t in (d.pop("t0"), d.pop("t1")) if t is not None]
+        for k, v in d.items():
+            fig[k] = [round(x, 3) for x in v] if isinstance(v, list) else (
+                round(v, 3) if isinstance(v, float) else v)
+    for fig in out.values():
+        t = fig.pop("t")
+        fig["duration_ns"] = max(t) - min(t) if t else None
+    return out
+
+
+def window_sends(spark, done: DataFrame, windows: dict[str, list]) -> DataFrame:
+    """(run, n) -> sends completed in fault window n and how many were ok
+    (``done``: checker.sends.completions). Window n runs from the n-th completed
+    nemesis op to the next; windows are few, so each send meets its run's
+    windows in a broadcast join."""
     bounds = []
     for run, fs in windows.items():
         starts = [(None, None)] + [(tm, ix) for tm, ix, _ in fs]
@@ -122,12 +171,9 @@ def window_sends(spark, history: DataFrame, windows: dict[str, list]) -> DataFra
     after_start = F.col("t0").isNull() | (at > F.struct(F.col("t0"), F.col("i0")))
     before_end = F.col("t1").isNull() | (at < F.struct(F.col("t1"), F.col("i1")))
     t = F.col("type")
-    sends = history.filter((F.col("f") == "send") & (t != "invoke")).select(
-        "run", "time", "index", "type"
-    )
-    phased = sends.join(F.broadcast(table), "run", "left").filter(
-        F.col("n").isNull() | (after_start & before_end)
-    )
+    phased = done.select("run", "time", "index", "type").join(
+        F.broadcast(table), "run", "left"
+    ).filter(F.col("n").isNull() | (after_start & before_end))
     return phased.groupBy("run", F.coalesce("n", F.lit(0)).alias("n")).agg(
         F.count("*").alias("sends"), F.sum(F.when(t == "ok", 1).otherwise(0)).alias("ok")
     )
@@ -156,20 +202,15 @@ def availability(windows: list[tuple[int, int, str]], counts: dict[int, tuple[in
 
 
 def run_figures(
-    spark, history: DataFrame, sparse: DataFrame, events: DataFrame | None, scope: Scope
+    spark, history: DataFrame, sparse: DataFrame, sends: SendOps, events: DataFrame | None,
+    scope: Scope,
 ) -> dict[str, dict[str, Any]]:
     """Collect the per-run figures."""
     windows = faults(sparse)
-    figs: dict[str, dict[str, Any]] = {}
-    for r in op_figures(history).collect():
-        d = r.asDict(recursive=True)
-        figs[d.pop("run")] = {
-            k: ([round(x, 3) if isinstance(x, float) else x for x in v]
-                if isinstance(v, list) else v)
-            for k, v in d.items()
-        }
+    odd = odd_pairs(spark, history, sends)
+    figs = op_figures(sends, odd, sparse)
     counts: dict[str, dict[int, tuple[int, int]]] = {}
-    for r in window_sends(spark, history, windows).collect():
+    for r in window_sends(spark, completions(sends, odd), windows).collect():
         counts.setdefault(r.run, {})[r.n] = (r.sends, r.ok)
     for run, fig in figs.items():
         fig["unseen_acked"] = 0

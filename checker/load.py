@@ -92,20 +92,32 @@ def _read_json(spark: SparkSession, paths: list[str], schema) -> DataFrame:
     )
 
 
+def _keep_lines(rows: DataFrame, runs: dict[str, RunDir]) -> DataFrame:
+    """A lazy local checkpoint of parsed lines (``rows`` start with ``run``), filled
+    by the first query that reads it (checker.facts, which also counts the
+    problems, so parsing, keeping and validating are one pass). A single run's
+    key is added after the checkpoint, as a constant: not stored in every row,
+    and dropped from the queries' grouping and join keys by Spark's optimizer."""
+    if len(runs) != 1:
+        return keep(rows, eager=False)
+    kept = keep(rows.drop("run"), eager=False)
+    return kept.select(F.lit(next(iter(runs))).alias("run"), *kept.columns)
+
+
 def _load(
     spark: SparkSession,
+    runs: dict[str, RunDir],
     paths: list[str],
     schema,
     problem: Callable[[], Column],
     cols: list[Column],
 ) -> DataFrame:
-    """Parse once and keep the typed columns plus ``problem`` (null for a good line):
-    a lazy local checkpoint, filled by the first query that reads it (checker.facts,
-    which also counts the problems, so parsing, keeping and validating are one pass).
-
-    ``cols`` read ``j`` (the parsed line) and ``file`` and start with ``run``."""
-    return keep(_read_json(spark, paths, schema).select(*cols, problem().alias("problem")),
-                eager=False)
+    """Parse once and keep the typed columns plus ``problem`` (null for a good
+    line): _keep_lines. ``cols`` read ``j`` (the parsed line) and ``file`` and
+    start with ``run``."""
+    return _keep_lines(
+        _read_json(spark, paths, schema).select(*cols, problem().alias("problem")), runs
+    )
 
 
 def good_lines(kept: DataFrame) -> DataFrame:
@@ -230,7 +242,7 @@ def load_history(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
     exploded, by checker.facts (as a per-line check they cost as much as all the
     others together)."""
     paths = [str(rd.path / HISTORY) for rd in runs.values()]
-    return _load(spark, paths, schemas.HISTORY,
+    return _load(spark, runs, paths, schemas.HISTORY,
                  lambda: _problem(_history_checks(records=False)), _history_cols(runs))
 
 
@@ -279,7 +291,7 @@ def load_logs(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
     One run's logs are read one broker at a time, its name a constant: decoding
     it from each line's file path costs about as much as parsing the line."""
     if len(runs) != 1 or not next(iter(runs.values())).brokers:
-        return _load(spark, _log_paths(runs), schemas.LOG, _log_problem, _log_cols(runs))
+        return _load(spark, runs, _log_paths(runs), schemas.LOG, _log_problem, _log_cols(runs))
     (rd,) = runs.values()
     j = F.col("j")
     parts = [
@@ -291,7 +303,7 @@ def load_logs(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
         )
         for b in rd.brokers
     ]
-    return keep(reduce(DataFrame.unionByName, parts), eager=False)
+    return _keep_lines(reduce(DataFrame.unionByName, parts), runs)
 
 
 def raise_bad_logs(spark: SparkSession, runs: dict[str, RunDir]) -> None:

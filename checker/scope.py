@@ -42,6 +42,7 @@ from checker.facts import ACKED, FINAL, READ, Facts
 from checker.finallog import KEY, PARTITIONS, FinalLog
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
+from checker.sends import SendOps
 from checker.spark import keep
 from checker.sparse import uneven_sources
 
@@ -50,6 +51,11 @@ BUCKET_BITS = 10
 MIN_BYTES = 32 << 20
 # Above this share of suspect buckets, check everything.
 MAX_SUSPECT_SHARE = 0.25
+# A scope of at most this many rows is read as one partition and broadcast to the
+# anomaly queries' joins: Spark cannot size a checkpoint, so it would shuffle and
+# sort both sides, and every stage would run a task per input partition (a few
+# hundred tasks for a few thousand rows).
+SMALL_ROWS = 1_000_000
 
 _BUCKETS = f"{PARTITIONS}, bucket long"
 _VALUES = f"{PARTITIONS}, value long"
@@ -66,6 +72,12 @@ class Scope:
     pruned: bool
     buckets: int = 0
     suspect: int = 0
+    small: bool = False  # at most SMALL_ROWS rows
+
+    def narrow(self, df: DataFrame) -> DataFrame:
+        """``df`` (derived from the scope) as one partition with a broadcast hint,
+        if the scope is small."""
+        return df.coalesce(1).hint("broadcast") if self.small else df
 
 
 def consumer_polls(history: DataFrame) -> DataFrame:
@@ -168,10 +180,10 @@ def _mark(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
 
 def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts: Facts
               ) -> DataFrame:
-    """The sends and ok polls of the partitions with listed buckets, less the
-    polls whose first-to-last offset range misses all of them (a poll that
+    """The acked sends and ok polls of the partitions with listed buckets, less
+    the polls whose first-to-last offset range misses all of them (a poll that
     climbs unevenly -- checker.facts -- is always kept: its records may lie
-    anywhere)."""
+    anywhere). Other send lines have no offset, so no bucket."""
     per_part: dict[tuple, list[int]] = {}
     for *k, b in listed:
         per_part.setdefault(tuple(k), []).append(b)
@@ -187,7 +199,7 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     hi = F.shiftright(F.get(F.element_at("records", -1), 0), BUCKET_BITS)
     hit = F.exists("listed", lambda b: (b >= lo) & (b <= hi))
     return (
-        history.filter((f == "send") | poll)
+        history.filter(((f == "send") | (f == "poll")) & (typ == "ok"))
         .join(F.broadcast(parts), KEY)
         .join(F.broadcast(odd), [*KEY, "process"], "left")
         .filter(~poll | F.col("odd").isNotNull() | hit)
@@ -216,6 +228,7 @@ def scope(
     inputs: Inputs,
     facts: Facts,
     final: FinalLog,
+    sends: SendOps,
     failed: list,
     jumps: list,
     prune: bool | None = None,
@@ -223,8 +236,9 @@ def scope(
 ) -> Scope:
     """The records the anomaly checks read. ``prune``: True/False forces the
     digest comparison on/off; None decides by size (``history_bytes``).
-    ``failed``: (run, topic, partition, value) of failed sends; ``jumps``: the
-    consumer steps that skip ahead (checker.anomalies.observations)."""
+    ``sends``: checker.sends (the values acked twice); ``failed``: (run, topic,
+    partition, value) of failed sends; ``jumps``: the consumer steps that skip
+    ahead (checker.anomalies.observations)."""
     if prune is False or (prune is None and history_bytes < MIN_BYTES):
         return _everything(spark, inputs, final)
     suspect, untouched, total = _suspects(facts, final.unsure)
@@ -247,7 +261,7 @@ def scope(
         .distinct()
         .collect()
     )
-    values = {tuple(r) for r in named} | facts.acked_twice | set(failed)
+    values = {tuple(r) for r in named} | sends.acked_twice | set(failed)
     vdf = spark.createDataFrame(list(values), _VALUES)
 
     # Pass 2: the records of those values outside the listed buckets.
@@ -270,7 +284,10 @@ def scope(
         pruned=True,
         buckets=total,
         suspect=len(suspect),
+        small=recs_all.count() + logs_all.count() <= SMALL_ROWS,
     )
+    out.sends, out.reads, out.logs, out.final = (
+        out.narrow(df) for df in (out.sends, out.reads, out.logs, out.final))
     out.unseen_outside = _unseen_outside(spark, sends, untouched)
     return out
 

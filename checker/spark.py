@@ -11,6 +11,8 @@ import os
 import tempfile
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.java_gateway import launch_gateway
@@ -121,6 +123,22 @@ def keep(df: DataFrame, eager: bool = True) -> DataFrame:
     the garbage collector to walk. ``eager=False`` leaves the computing to the
     first query that reads it, saving a pass."""
     return df.localCheckpoint(eager=eager, storageLevel=StorageLevel.MEMORY_AND_DISK)
+
+
+@contextmanager
+def shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
+    """Run the queries of the block with ``n`` shuffle partitions (None: as is):
+    queries over a few thousand rows pay for every task and stage they run."""
+    if n is None:
+        yield
+        return
+    key = "spark.sql.shuffle.partitions"
+    old = spark.conf.get(key)
+    spark.conf.set(key, str(n))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, old)
 
 
 def release(spark: SparkSession) -> None:

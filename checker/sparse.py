@@ -1,11 +1,12 @@
 """The history's few rows, read in one pass and kept: what the per-consumer
-ordering checks, the final log's page checks and the fault windows need.
+ordering checks, the final log's page checks, the fault windows and the poll
+figures need.
 
 Sends are nearly all of a history; polls are few but carry many records. This
-keeps every ok poll summarised (first and last record, size, HW), with its
-records only where checker.facts saw it climb unevenly (a skip, a repeat or a
-reorder: the only places an ordering anomaly can start inside a poll), every
-nemesis op, and every send that did not succeed.
+keeps every poll line -- an ok poll summarised (first and last record, size,
+HW), with its records only where checker.facts saw it climb unevenly (a skip, a
+repeat or a reorder: the only places an ordering anomaly can start inside a
+poll) -- every nemesis op, and every send that did not succeed.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ def uneven_sources(digests: list[Digest]) -> set[tuple]:
 
 
 def sparse_rows(spark, history: DataFrame, uneven: set[tuple]) -> DataFrame:
-    """Ok polls (summarised), nemesis ops and unsuccessful sends, kept.
+    """Poll lines (ok polls summarised), nemesis ops and unsuccessful sends, kept.
 
     ``uneven``: the readers whose polls keep their records (uneven_sources)."""
     f, typ, proc = F.col("f"), F.col("type"), F.col("process")
     poll = (f == "poll") & (typ == "ok")
     rows = history.filter(
-        poll | (proc == NEMESIS_PROCESS) | ((f == "send") & typ.isin("fail", "info"))
+        (f == "poll") | (proc == NEMESIS_PROCESS) | ((f == "send") & typ.isin("fail", "info"))
     )
     if uneven:
         marks = spark.createDataFrame(

@@ -157,6 +157,18 @@ def hw_regression(root: Path) -> RunBuilder:
     return finish(rb, final)
 
 
+def resent(root: Path) -> RunBuilder:
+    """Value 5 sent twice by process 0, both acked (offsets 4 and 10); a poll by
+    another process lands between the second invoke and its completion."""
+    rb, final = base(root, "resent", final=[*VALUES, 5])
+    rb.meta["expect"] = ["duplicate"]
+    fields = {"topic": rb.topic, "partition": 0, "value": 5, "acks": rb.acks}
+    rb._op(0, "invoke", "send", **fields)
+    rb.poll(1, 0, [(0, 1)], hw=11)
+    rb._op(0, "ok", "send", **fields, offset=10)
+    return finish(rb, final)
+
+
 def clean_100k(root: Path) -> RunBuilder:
     """~100k ops: 49k acked sends by 4 producers, 2 consumers reading everything."""
     n, batch = 49_000, 100
@@ -212,6 +224,7 @@ def _batch_builders() -> list[Callable[[Path], RunBuilder | Generated]]:
         lambda r: same_leo_divergence(r, "same-leo"),
         lambda r: no_final_read(r, "no-final"),
         divergence_with_events,
+        resent,
         *BUILDERS.values(),
         clean_100k,
         Generated,

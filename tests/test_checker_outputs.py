@@ -59,3 +59,17 @@ def test_availability_per_fault_window(checked_batch: dict[str, RunResult]) -> N
     assert [(p["phase"], p["sends"], p["ok"]) for p in phases] == [
         ("no fault", 2, 2), ("pause A", 0, 0), ("power-cycle B", 1, 1)]
     assert phases[-1]["end_s"] is None
+
+
+def test_send_figures_pair_a_value_sent_twice(checked_batch: dict[str, RunResult]) -> None:
+    # resent: 11 sends, all acked; value 5 twice, its second send taking 3 ms
+    # (a poll by another process in between). Pairing by value alone would make
+    # one 15 ms op of it (first invoke at line 8, last completion at line 23).
+    r = checked_batch["resent"]
+    assert (r.verdict, [a["kind"] for a in r.anomalies]) == ("valid", ["duplicate"])
+    figs = r.summary["figures"]
+    assert (figs["sends"], figs["sends_ok"], figs["ops"]) == (11, 11, 2 * 11 + 2 + 2)
+    assert figs["send_latency_ms_max"] == 3.0
+    assert figs["send_latency_ms_p50_p95_p99"][0] == 1.0
+    assert [(p["phase"], p["sends"], p["ok"]) for p in figs["availability"]] == [
+        ("no fault", 11, 11)]
