@@ -18,7 +18,7 @@ class CheckContext:
     spark: SparkSession
     full: Inputs  # everything
     scope: Scope
-    # Ok polls (summarised), nemesis ops, unsuccessful sends: checker.sparse.
+    # Poll lines (ok polls summarised), nemesis ops, unsuccessful sends: checker.sparse.
     sparse: DataFrame
     # Consumer reads that do not follow the one before by exactly one offset
     # (checker.anomalies.observations.consumer_steps).

@@ -14,6 +14,9 @@ offset bucket, and an (offset, value):
 Facts are summed per (run, partition, source, bucket) into digests: a count,
 two sums of a 64-bit hash of (offset, value) and the highest offset (fixed-width
 sums only: Spark's hash aggregation; a string in the buffer would make it sort).
+A source is grouped as its letter and its process or broker, two columns, so
+that no string is built per record. Values acknowledged twice are found by
+checker.sends.
 
 A poll record also says whether it sits where an evenly climbing poll would put
 it (offset = first offset + position): ``uneven`` digests mark the sources and
