@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
 from checker.scope import Scope
-from checker.sends import SendOps, completions, odd_pairs
+from checker.sends import SendOps, completions, n_done, odd_pairs, plain_latency
 
 
 def unseen_acked(scope: Scope) -> DataFrame:
@@ -37,10 +37,10 @@ def isr_changes(events: DataFrame | None) -> DataFrame | None:
         return None
     t = F.col("type")
     return events.groupBy("run").agg(
-        F.sum(F.when(t == "isr-shrink", 1).otherwise(0)).alias("isr_shrinks"),
-        F.sum(F.when(t == "isr-expand", 1).otherwise(0)).alias("isr_expands"),
-        F.sum(F.when(t == "leader-elected", 1).otherwise(0)).alias("leader_elections"),
-        F.sum(F.when(t == "truncate", 1).otherwise(0)).alias("truncations"),
+        F.count_if(t == "isr-shrink").alias("isr_shrinks"),
+        F.count_if(t == "isr-expand").alias("isr_expands"),
+        F.count_if(t == "leader-elected").alias("leader_elections"),
+        F.count_if(t == "truncate").alias("truncations"),
     )
 
 
@@ -79,11 +79,9 @@ def _latency(ns: Column, name: str) -> list[Column]:
 def send_figures(sends: SendOps, odd: DataFrame | None) -> DataFrame:
     """run -> send counts, send lines, first and last time and send latency, in
     one aggregation over checker.sends' pairs (``odd``: its odd_pairs)."""
-    v = sends.by_value
-    n_done = F.col("n_ok") + F.col("n_fail") + F.col("n_info")
-    rows = v.select(
+    rows = sends.by_value.select(
         "run", "n_invoke", "n_ok", "n_fail", "n_info", "t_lo", "t_hi",
-        F.when(~F.col("odd") & (n_done == 1), F.col("t_hi") - F.col("t_lo")).alias("ns"),
+        plain_latency().alias("ns"),
     )
     if odd is not None:
         zero = F.lit(0).cast("long")
@@ -97,7 +95,7 @@ def send_figures(sends: SendOps, odd: DataFrame | None) -> DataFrame:
         F.sum("n_ok").alias("sends_ok"),
         F.sum("n_fail").alias("sends_fail"),
         F.sum("n_info").alias("sends_info"),
-        F.sum(F.col("n_invoke") + n_done).alias("lines"),
+        F.sum(F.col("n_invoke") + n_done()).alias("lines"),
         F.min("t_lo").alias("t0"),
         F.max("t_hi").alias("t1"),
         *_latency(F.col("ns"), "send"),
@@ -117,15 +115,11 @@ def other_figures(sparse: DataFrame) -> DataFrame:
         F.when((t != "invoke") & (F.lag("type").over(w) == "invoke"),
                F.col("time") - F.lag("time").over(w)).alias("ns"),
     )
-
-    def n(cond: Column, name: str) -> Column:
-        return F.sum(F.when(cond, 1).otherwise(0)).alias(name)
-
     counts = rows.groupBy("run").agg(
         F.count("*").alias("lines"),
-        n((f == "poll") & (t == "ok") & (p != FINAL_PROCESS), "polls_ok"),
-        n((p == NEMESIS_PROCESS) & (t != "invoke"), "nemesis_ops"),
-        n((p == FINAL_PROCESS) & (t == "ok"), "final_reads"),
+        F.count_if((f == "poll") & (t == "ok") & (p != FINAL_PROCESS)).alias("polls_ok"),
+        F.count_if((p == NEMESIS_PROCESS) & (t != "invoke")).alias("nemesis_ops"),
+        F.count_if((p == FINAL_PROCESS) & (t == "ok")).alias("final_reads"),
         F.min("time").alias("t0"),
         F.max("time").alias("t1"),
     )
@@ -175,7 +169,7 @@ def window_sends(spark, done: DataFrame, windows: dict[str, list]) -> DataFrame:
         F.broadcast(table), "run", "left"
     ).filter(F.col("n").isNull() | (after_start & before_end))
     return phased.groupBy("run", F.coalesce("n", F.lit(0)).alias("n")).agg(
-        F.count("*").alias("sends"), F.sum(F.when(t == "ok", 1).otherwise(0)).alias("ok")
+        F.count("*").alias("sends"), F.count_if(t == "ok").alias("ok")
     )
 
 

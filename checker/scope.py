@@ -267,16 +267,16 @@ def scope(
     # Pass 2: the records of those values outside the listed buckets.
     def second(df: DataFrame, offset: str, value: str) -> DataFrame:
         v = vdf.withColumnRenamed("value", value)
-        named = df.join(F.broadcast(v), [*KEY, value], "left_semi")
-        return keep(_mark(named, buckets, offset)
+        of_values = df.join(F.broadcast(v), [*KEY, value], "left_semi")
+        return keep(_mark(of_values, buckets, offset)
                     .filter(F.col("in_bucket").isNull())
                     .drop("bucket", "in_bucket"))
 
     recs_all = first.unionByName(second(_records(inputs.history), "rec_offset", "rec_value"))
     logs_all = logs1.unionByName(second(inputs.logs, "offset", "value"))
-    sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
+    scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
-        sends=sends,
+        sends=scoped_sends,
         reads=reads,
         logs=logs,
         final=keep(final_records),
@@ -288,7 +288,7 @@ def scope(
     )
     out.sends, out.reads, out.logs, out.final = (
         out.narrow(df) for df in (out.sends, out.reads, out.logs, out.final))
-    out.unseen_outside = _unseen_outside(spark, sends, untouched)
+    out.unseen_outside = _unseen_outside(spark, scoped_sends, untouched)
     return out
 
 

@@ -27,10 +27,6 @@ VALUE = [*KEY, "value"]
 _DONE = ["run", "time", "index", "type", "latency_ns"]
 
 
-def _n(cond: Column, name: str) -> Column:
-    return F.sum(F.when(cond, 1).otherwise(0)).alias(name)
-
-
 @dataclass
 class SendOps:
     # Kept, one row per VALUE: n_invoke, n_ok, n_fail, n_info; t_lo/t_hi and
@@ -51,10 +47,10 @@ def send_ops(history: DataFrame) -> SendOps:
         history.filter(F.col("f") == "send")
         .groupBy(*VALUE)
         .agg(
-            _n(t == "invoke", "n_invoke"),
-            _n(t == "ok", "n_ok"),
-            _n(t == "fail", "n_fail"),
-            _n(t == "info", "n_info"),
+            F.count_if(t == "invoke").alias("n_invoke"),
+            F.count_if(t == "ok").alias("n_ok"),
+            F.count_if(t == "fail").alias("n_fail"),
+            F.count_if(t == "info").alias("n_info"),
             F.min("time").alias("t_lo"),
             F.max("time").alias("t_hi"),
             F.min("index").alias("i_lo"),
@@ -67,7 +63,7 @@ def send_ops(history: DataFrame) -> SendOps:
     # Plain: one invoke, first, then at most one completion, by one process.
     odd = (
         (F.col("n_invoke") != 1)
-        | (_n_done() > 1)
+        | (n_done() > 1)
         | (F.col("invoke_index") != F.col("i_lo"))
         | F.col("proc_lo").isNull()
         | (F.col("proc_lo") != F.col("proc_hi"))
@@ -83,8 +79,20 @@ def send_ops(history: DataFrame) -> SendOps:
     )
 
 
-def _n_done() -> Column:
+def n_done() -> Column:
+    """A by_value row's completions."""
     return F.col("n_ok") + F.col("n_fail") + F.col("n_info")
+
+
+def paired() -> Column:
+    """A by_value row that is one invoke and its completion."""
+    return ~F.col("odd") & (n_done() == 1)
+
+
+def plain_latency() -> Column:
+    """A by_value row's latency (ns): its last line's time less its first's, if
+    paired(); null otherwise (odd_pairs has the odd ones)."""
+    return F.when(paired(), F.col("t_hi") - F.col("t_lo"))
 
 
 def odd_pairs(spark: SparkSession, history: DataFrame, sends: SendOps) -> DataFrame | None:
@@ -115,11 +123,11 @@ def completions(sends: SendOps, odd: DataFrame | None) -> DataFrame:
         .when(F.col("n_fail") == 1, F.lit("fail"))
         .otherwise(F.lit("info"))
     )
-    plain = sends.by_value.filter(~F.col("odd") & (_n_done() == 1)).select(
+    plain = sends.by_value.filter(paired()).select(
         "run",
         F.col("t_hi").alias("time"),
         F.col("i_hi").alias("index"),
         typ.alias("type"),
-        (F.col("t_hi") - F.col("t_lo")).alias("latency_ns"),
+        plain_latency().alias("latency_ns"),
     )
     return plain if odd is None else plain.unionByName(odd)

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checker.facts import FINAL, READ, Digest
-from checker.finallog import KEY
+from checker.finallog import KEY, PARTITIONS
 from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
 from checker.spark import keep
 
@@ -42,7 +42,7 @@ def sparse_rows(spark, history: DataFrame, uneven: set[tuple]) -> DataFrame:
     )
     if uneven:
         marks = spark.createDataFrame(
-            list(uneven), "run string, topic string, partition int, process string"
+            list(uneven), f"{PARTITIONS}, process string"
         ).withColumn("uneven", F.lit(True))
         rows = rows.join(F.broadcast(marks), [*KEY, "process"], "left")
         keep_records = F.coalesce(F.col("uneven"), F.lit(False))
