@@ -1,56 +1,71 @@
-"""One row per sent value: its invoke and completion, from one aggregation.
+"""Every send of every run, summarised in one query: op counts, latency,
+availability per fault window, and the values acknowledged more than once.
 
 Sends are nearly all of a history, and a send's invoke and completion share its
 value (DESIGN.md: a unique int). Grouping the send lines by value -- a hash
-aggregation, no sort -- pairs them, which gives the latency, the completion's
-type and time (availability per fault window), the op counts and the values
-acknowledged more than once, without ordering the history by process.
+aggregation, no sort -- pairs them, which gives the latency and the
+completion's type and time without ordering the history by process. The pairs
+are then tallied per run, fault window and latency bucket (checker.latency) in
+a second aggregation of the same query, so the millions of pairs are never
+stored, only the few thousand tallies collected.
 
 A value whose lines do not form one invoke followed by at most one completion
 by one process (sent twice, or a history that breaks the format) is *odd*: its
 lines are read again and paired the Jepsen way, each completion with the op
-before it in its process (odd_pairs).
+before it in its process, and tallied the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker.finallog import KEY, PARTITIONS
-from checker.spark import keep
+from checker.latency import Histogram, bucket
 
 VALUE = [*KEY, "value"]
-# One row per send completion: the shape of completions().
-_DONE = ["run", "time", "index", "type", "latency_ns"]
+_COUNTS = ["n_invoke", "n_ok", "n_fail", "n_info"]
+_ODD = [f"odd_{c}" for c in ("topic", "partition", "value")]
+
+
+@dataclass
+class RunSends:
+    """One run's sends."""
+
+    sends: int = 0
+    sends_ok: int = 0
+    sends_fail: int = 0
+    sends_info: int = 0
+    lines: int = 0  # invokes and completions
+    t0: int | None = None  # time of the first send line
+    t1: int | None = None  # ... and of the last
+    latency: Histogram = field(default_factory=Histogram)
+    # fault window n (checker.figures.faults: 0 before the first) -> [sends that
+    # completed in it, how many of them ok]
+    windows: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass
 class SendOps:
-    # Kept, one row per VALUE: n_invoke, n_ok, n_fail, n_info; t_lo/t_hi and
-    # i_lo/i_hi, the first and last time and index of its lines; invoke_index;
-    # proc_lo/proc_hi, the processes that sent it; odd.
-    by_value: DataFrame
+    runs: dict[str, RunSends] = field(default_factory=dict)
     # (run, topic, partition, value) acknowledged more than once.
     acked_twice: set[tuple] = field(default_factory=set)
     # (run, topic, partition, value) of the odd values (see the module docstring).
     odd: set[tuple] = field(default_factory=set)
 
 
-def send_ops(history: DataFrame) -> SendOps:
-    """Group every send line by value (one job), keep the groups and collect the
-    values acked twice and the odd ones."""
+def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tuple]]
+             ) -> SendOps:
+    """Summarise every send line of ``history``. ``windows``: run -> its fault
+    windows' starts as (time, index, ...), in order (checker.figures.faults)."""
     t, proc = F.col("type"), F.col("process").cast("long")
-    grouped = (
+    by_value = (
         history.filter(F.col("f") == "send")
         .groupBy(*VALUE)
         .agg(
-            F.count_if(t == "invoke").alias("n_invoke"),
-            F.count_if(t == "ok").alias("n_ok"),
-            F.count_if(t == "fail").alias("n_fail"),
-            F.count_if(t == "info").alias("n_info"),
+            *[F.count_if(t == c[2:]).alias(c) for c in _COUNTS],
             F.min("time").alias("t_lo"),
             F.max("time").alias("t_hi"),
             F.min("index").alias("i_lo"),
@@ -60,74 +75,119 @@ def send_ops(history: DataFrame) -> SendOps:
             F.max(proc).alias("proc_hi"),
         )
     )
+    n_done = F.col("n_ok") + F.col("n_fail") + F.col("n_info")
     # Plain: one invoke, first, then at most one completion, by one process.
     odd = (
         (F.col("n_invoke") != 1)
-        | (n_done() > 1)
+        | (n_done > 1)
         | (F.col("invoke_index") != F.col("i_lo"))
         | F.col("proc_lo").isNull()
         | (F.col("proc_lo") != F.col("proc_hi"))
     )
-    by_value = keep(grouped.withColumn("odd", odd))
-    rows = by_value.filter(F.col("odd") | (F.col("n_ok") > 1)).select(
-        *VALUE, "odd", "n_ok"
-    ).collect()
-    return SendOps(
-        by_value,
-        acked_twice={(r.run, r.topic, r.partition, r.value) for r in rows if r.n_ok > 1},
-        odd={(r.run, r.topic, r.partition, r.value) for r in rows if r.odd},
-    )
-
-
-def n_done() -> Column:
-    """A by_value row's completions."""
-    return F.col("n_ok") + F.col("n_fail") + F.col("n_info")
-
-
-def paired() -> Column:
-    """A by_value row that is one invoke and its completion."""
-    return ~F.col("odd") & (n_done() == 1)
-
-
-def plain_latency() -> Column:
-    """A by_value row's latency (ns): its last line's time less its first's, if
-    paired(); null otherwise (odd_pairs has the odd ones)."""
-    return F.when(paired(), F.col("t_hi") - F.col("t_lo"))
-
-
-def odd_pairs(spark: SparkSession, history: DataFrame, sends: SendOps) -> DataFrame | None:
-    """The completions of the odd values (shape _DONE, kept), each paired with
-    the op before it in its process among that value's lines (Jepsen: one op in
-    flight per process), from the history itself; None without odd values."""
-    if not sends.odd:
-        return None
-    keys = spark.createDataFrame(list(sends.odd), f"{PARTITIONS}, value long")
-    lines = history.filter(F.col("f") == "send").join(F.broadcast(keys), VALUE, "left_semi")
-    w = Window.partitionBy(*VALUE, "process").orderBy("index")
-    prev_inv = F.lag("type").over(w) == "invoke"
-    return keep(
-        lines.select(
-            "run", "time", "index", "type",
-            F.when(prev_inv, F.col("time") - F.lag("time").over(w)).alias("latency_ns"),
-        )
-        .filter(F.col("type") != "invoke")
-        .select(*_DONE)
-    )
-
-
-def completions(sends: SendOps, odd: DataFrame | None) -> DataFrame:
-    """One row per send completion: run, time, index, type and its latency (ns;
-    null without an invoke before it). ``odd``: odd_pairs."""
-    typ = (
+    paired = ~odd & (n_done == 1)
+    done_type = (
         F.when(F.col("n_ok") == 1, F.lit("ok"))
         .when(F.col("n_fail") == 1, F.lit("fail"))
         .otherwise(F.lit("info"))
     )
-    plain = sends.by_value.filter(paired()).select(
+    rows = by_value.select(
         "run",
-        F.col("t_hi").alias("time"),
-        F.col("i_hi").alias("index"),
-        typ.alias("type"),
-        plain_latency().alias("latency_ns"),
+        *[F.when(odd, F.col(c[4:])).alias(c) for c in _ODD],
+        *_COUNTS,
+        "t_lo",
+        "t_hi",
+        F.when(paired, F.col("t_hi")).alias("d_time"),
+        F.when(paired, F.col("i_hi")).alias("d_index"),
+        F.when(paired, done_type).alias("d_type"),
+        F.when(paired, F.col("t_hi") - F.col("t_lo")).alias("ns"),
     )
-    return plain if odd is None else plain.unionByName(odd)
+    out = SendOps()
+    bounds = _bounds(spark, windows)
+    _tally(rows, bounds, out)
+    if out.odd:
+        _tally(_odd_pairs(spark, history, out.odd), bounds, out)
+    return out
+
+
+def _bounds(spark: SparkSession, windows: dict[str, list[tuple]]) -> DataFrame:
+    """run, n, (t0, i0) and (t1, i1): where fault window n of the run starts and
+    ends (null: open)."""
+    rows = []
+    for run, starts in windows.items():
+        edges = [(None, None), *[(tm, ix) for tm, ix, *_ in starts], (None, None)]
+        rows += [(run, n, *edges[n], *edges[n + 1]) for n in range(len(edges) - 1)]
+    return spark.createDataFrame(rows, "run string, n int, t0 long, i0 long, t1 long, i1 long")
+
+
+def _tally(rows: DataFrame, bounds: DataFrame, out: SendOps) -> None:
+    """Add ``rows`` (send_ops' shape: a value's counts and odd key, and its
+    completion d_* and latency ns where it has one) to ``out``, per run, fault
+    window and latency bucket. Windows are few, so each completion meets its
+    run's windows in a broadcast join."""
+    tm, ix = F.col("d_time"), F.col("d_index")
+    # (time, index) compared in order, without building a struct per row.
+    after_start = F.col("t0").isNull() | (tm > F.col("t0")) | (
+        (tm == F.col("t0")) & (ix > F.col("i0")))
+    before_end = F.col("t1").isNull() | (tm < F.col("t1")) | (
+        (tm == F.col("t1")) & (ix < F.col("i1")))
+    # Only completions look for their window; the join key of the rest is null.
+    wrun = F.when(F.col("d_time").isNotNull(), F.col("run")).alias("wrun")
+    phased = (
+        rows.select("*", wrun)
+        .join(F.broadcast(bounds.withColumnRenamed("run", "wrun")), "wrun", "left")
+        .filter(F.col("n").isNull() | (after_start & before_end))
+    )
+    tallies = phased.groupBy(
+        "run", *_ODD, "n", "d_type", bucket(F.col("ns")).alias("bucket")
+    ).agg(
+        *[F.sum(c).alias(c) for c in _COUNTS],
+        F.min("t_lo").alias("t_lo"),
+        F.max("t_hi").alias("t_hi"),
+        F.count("d_time").alias("done"),
+        F.count("ns").alias("timed"),
+        F.max("ns").alias("ns_max"),
+    ).collect()
+    for r in tallies:
+        s = out.runs.setdefault(r.run, RunSends())
+        s.sends += r.n_invoke
+        s.sends_ok += r.n_ok
+        s.sends_fail += r.n_fail
+        s.sends_info += r.n_info
+        s.lines += r.n_invoke + r.n_ok + r.n_fail + r.n_info
+        if r.t_lo is not None:
+            s.t0 = r.t_lo if s.t0 is None else min(s.t0, r.t_lo)
+            s.t1 = r.t_hi if s.t1 is None else max(s.t1, r.t_hi)
+        if r.d_type is not None:
+            w = s.windows.setdefault(r.n or 0, [0, 0])
+            w[0] += r.done
+            w[1] += r.done if r.d_type == "ok" else 0
+        if r.timed:
+            s.latency.add(r.bucket, r.timed, r.ns_max)
+        if r.odd_value is not None:
+            key = (r.run, r.odd_topic, r.odd_partition, r.odd_value)
+            out.odd.add(key)
+            if r.n_ok > 1:
+                out.acked_twice.add(key)
+
+
+def _odd_pairs(spark: SparkSession, history: DataFrame, odd: set[tuple]) -> DataFrame:
+    """The completions of the odd values in send_ops' row shape, each paired with
+    the op before it in its process among that value's lines (Jepsen: one op in
+    flight per process); their lines are counted already."""
+    keys = spark.createDataFrame(list(odd), f"{PARTITIONS}, value long")
+    lines = history.filter(F.col("f") == "send").join(F.broadcast(keys), VALUE, "left_semi")
+    w = Window.partitionBy(*VALUE, "process").orderBy("index")
+    prev_inv = F.lag("type").over(w) == "invoke"
+    zero, none = F.lit(0).cast("long"), F.lit(None).cast("long")
+    return lines.select(
+        "run",
+        *[F.lit(None).cast(ty).alias(c) for c, ty in zip(_ODD, ("string", "int", "long"),
+                                                          strict=True)],
+        *[zero.alias(c) for c in _COUNTS],
+        none.alias("t_lo"),
+        none.alias("t_hi"),
+        F.col("time").alias("d_time"),
+        F.col("index").alias("d_index"),
+        F.col("type").alias("d_type"),
+        F.when(prev_inv, F.col("time") - F.lag("time").over(w)).alias("ns"),
+    ).filter(F.col("type") != "invoke")
