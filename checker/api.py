@@ -183,8 +183,9 @@ def check_runs(
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS)
         say("summarising polls, faults and failed sends")
         sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
+        windows = figures.faults(sparse)
         say("pairing sends with their completions")
-        sends = send_ops(spark, inputs.history, figures.faults(sparse))
+        sends = send_ops(spark, inputs.history, windows)
         pages = final_polls(sparse).select(*KEY, "n", "first_offset", "last_offset").collect()
         say("building the final committed logs")
         final = final_log(spark, inputs, facts.digests, pages)
@@ -212,7 +213,7 @@ def check_runs(
         with shuffle_partitions(spark, 1 if sc.small else None):
             found = _detect_all(ctx).collect()
         say("computing figures")
-        figs = figures.run_figures(sparse, sends, inputs.events, sc)
+        figs = figures.run_figures(sparse, windows, sends, inputs.events, sc)
     finally:
         release(spark)
     key_of = inputs.run_keys

@@ -151,11 +151,11 @@ def availability(windows: list[tuple[int, int, str]], counts: dict[int, list[int
     return out
 
 
-def run_figures(sparse: DataFrame, sends: SendOps, events: DataFrame | None, scope: Scope
+def run_figures(sparse: DataFrame, windows: dict[str, list[tuple[int, int, str]]],
+                sends: SendOps, events: DataFrame | None, scope: Scope
                 ) -> dict[str, dict[str, Any]]:
-    """Collect the per-run figures (``sends``: checker.sends, tallied over the
-    fault windows of faults(sparse))."""
-    windows = faults(sparse)
+    """Collect the per-run figures. ``windows``: faults(sparse); ``sends``:
+    checker.sends, tallied over those windows."""
     figs = op_figures(sends, sparse)
     for run, fig in figs.items():
         fig["unseen_acked"] = 0
