@@ -1,6 +1,6 @@
 """Checker wall time against the floor: Spark reading and counting the same files.
 
-    python bench/bench_checker.py [--sizes 1000000,5000000,10000000] [--dir DIR]
+    python bench/bench_checker.py [--sizes 1000000,5000000,10000000] [--dir DIR] [--repeat N]
 
 For each size, bench/gen_history.py writes a run directory with every anomaly
 kind injected (kept in --dir and reused when its parameters match). Then, in ONE
@@ -14,7 +14,9 @@ neither number):
 - check: `checker.api.check_runs([run])`, everything `isrlab check` does except
   rendering the report.
 
-Prints both, their ratio, the time per million operations, whether every
+With --repeat N, floor and check are measured N times each, alternating, and
+the medians are reported (this host's speed drifts by the minute; one floor
+can be off by a fifth). Prints both, their ratio, the time per million operations, whether every
 injected anomaly was found, and the driver JVM's peak resident memory. Targets
 (README): check <= 3x floor at 10M operations; doubling the input at most
 doubles the check time.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -87,6 +90,8 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/isrlab-bench-checker"),
                     help="where generated runs are kept between invocations")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure floor and check this many times each; report medians")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -106,21 +111,26 @@ def main() -> int:
         t0 = time.monotonic()
         text_lines = spark.read.text(_files(runs[n])).count()
         text = time.monotonic() - t0
-        t0 = time.monotonic()
-        lines = _floor(spark, runs[n])
-        floor = time.monotonic() - t0
-        assert lines == text_lines, (lines, text_lines)
-        t0 = time.monotonic()
-        (result,) = check_runs([runs[n]])
-        check = time.monotonic() - t0
+        floors, checks = [], []
+        for _ in range(max(1, args.repeat)):
+            t0 = time.monotonic()
+            lines = _floor(spark, runs[n])
+            floors.append(time.monotonic() - t0)
+            assert lines == text_lines, (lines, text_lines)
+            t0 = time.monotonic()
+            (result,) = check_runs([runs[n]])
+            checks.append(time.monotonic() - t0)
+        floor, check = statistics.median(floors), statistics.median(checks)
         injected = json.loads((runs[n] / "injected.json").read_text())
         want = {i["kind"] for i in injected}
         found = {a["kind"] for a in result.anomalies}
         rows.append((n, lines, floor, check, want <= found))
+        spread = (f"  (floors {', '.join(f'{x:.1f}' for x in floors)}; "
+                  f"checks {', '.join(f'{x:.1f}' for x in checks)})" if len(floors) > 1 else "")
         print(f"  {n:>11,} ops  {lines:>11,} lines  text count {text:5.1f}s  "
               f"floor {floor:7.1f}s  check {check:7.1f}s  "
               f"ratio {check / floor:4.1f}x  {check / n * 1e6:5.1f}s/M ops  "
-              f"all {len(want)} injected kinds found: {want <= found}", flush=True)
+              f"all {len(want)} injected kinds found: {want <= found}{spread}", flush=True)
     peak = _jvm_peak_rss_mib(spark)
     print()
     print("| operations | floor (parse + count) | check | check / floor | all injected found |")
