@@ -198,8 +198,13 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     lo = F.shiftright(F.get(F.get("records", 0), 0), BUCKET_BITS)
     hi = F.shiftright(F.get(F.element_at("records", -1), 0), BUCKET_BITS)
     hit = F.exists("listed", lambda b: (b >= lo) & (b <= hi))
+    # Acks are half the history and few lie in a listed bucket: a hash-set test
+    # drops the rest before the joins (a collision only lets one through).
+    hashes = [r[0] for r in spark.createDataFrame(list(listed), _BUCKETS).select(
+        F.xxhash64(*KEY, "bucket")).collect()]
+    ack_listed = F.xxhash64(*KEY, F.shiftright("offset", BUCKET_BITS)).isin(hashes)
     return (
-        history.filter(((f == "send") | (f == "poll")) & (typ == "ok"))
+        history.filter(poll | ((f == "send") & (typ == "ok") & ack_listed))
         .join(F.broadcast(parts), KEY)
         .join(F.broadcast(odd), [*KEY, "process"], "left")
         .filter(~poll | F.col("odd").isNotNull() | hit)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker.finallog import KEY, PARTITIONS
@@ -102,41 +102,62 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
         F.when(paired, F.col("t_hi") - F.col("t_lo")).alias("ns"),
     )
     out = SendOps()
-    bounds = _bounds(spark, windows)
-    _tally(rows, bounds, out)
+    _tally(_phased(spark, rows, windows), out)
     if out.odd:
-        _tally(_odd_pairs(spark, history, out.odd), bounds, out)
+        _tally(_phased(spark, _odd_pairs(spark, history, out.odd), windows), out)
     return out
 
 
-def _bounds(spark: SparkSession, windows: dict[str, list[tuple]]) -> DataFrame:
-    """run, n, (t0, i0) and (t1, i1): where fault window n of the run starts and
-    ends (null: open)."""
-    rows = []
-    for run, starts in windows.items():
-        edges = [(None, None), *[(tm, ix) for tm, ix, *_ in starts], (None, None)]
-        rows += [(run, n, *edges[n], *edges[n + 1]) for n in range(len(edges) - 1)]
-    return spark.createDataFrame(rows, "run string, n int, t0 long, i0 long, t1 long, i1 long")
+# Up to this many runs with fault windows, a completion's window is an expression
+# (a few comparisons per run; a single run's key is a constant, so its test folds
+# away); beyond, each completion meets its run's windows in a broadcast join.
+EXPRESSION_RUNS = 4
 
 
-def _tally(rows: DataFrame, bounds: DataFrame, out: SendOps) -> None:
-    """Add ``rows`` (send_ops' shape: a value's counts and odd key, and its
-    completion d_* and latency ns where it has one) to ``out``, per run, fault
-    window and latency bucket. Windows are few, so each completion meets its
-    run's windows in a broadcast join."""
+def _phased(spark: SparkSession, rows: DataFrame, windows: dict[str, list[tuple]]
+            ) -> DataFrame:
+    """``rows`` plus ``n``: the fault window of the completion (d_time, d_index);
+    null for a row without one or a run without faults (window 0). Window n
+    starts after the n-th start in ``windows`` (checker.figures.faults)."""
     tm, ix = F.col("d_time"), F.col("d_index")
-    # (time, index) compared in order, without building a struct per row.
-    after_start = F.col("t0").isNull() | (tm > F.col("t0")) | (
-        (tm == F.col("t0")) & (ix > F.col("i0")))
+
+    def after(t: Column | int, i: Column | int) -> Column:
+        # (time, index) compared in order, without building a struct per row.
+        return (tm > t) | ((tm == t) & (ix > i))
+
+    if len(windows) <= EXPRESSION_RUNS:
+        n = None
+        for run, starts in windows.items():
+            chain = F.lit(0)
+            for k, (t, i, *_) in enumerate(starts, 1):
+                chain = F.when(after(t, i), F.lit(k)).otherwise(chain)
+            test = F.col("run") == run
+            n = F.when(test, chain) if n is None else n.when(test, chain)
+        return rows.select("*", F.when(tm.isNotNull(), n if n is not None else F.lit(None))
+                           .cast("int").alias("n"))
+    bounds = []
+    for run, starts in windows.items():
+        edges = [(None, None), *[(t, i) for t, i, *_ in starts], (None, None)]
+        bounds += [(run, n, *edges[n], *edges[n + 1]) for n in range(len(edges) - 1)]
+    table = spark.createDataFrame(
+        bounds, "wrun string, n int, t0 long, i0 long, t1 long, i1 long")
+    after_start = F.col("t0").isNull() | after(F.col("t0"), F.col("i0"))
     before_end = F.col("t1").isNull() | (tm < F.col("t1")) | (
         (tm == F.col("t1")) & (ix < F.col("i1")))
     # Only completions look for their window; the join key of the rest is null.
-    wrun = F.when(F.col("d_time").isNotNull(), F.col("run")).alias("wrun")
-    phased = (
+    wrun = F.when(tm.isNotNull(), F.col("run")).alias("wrun")
+    return (
         rows.select("*", wrun)
-        .join(F.broadcast(bounds.withColumnRenamed("run", "wrun")), "wrun", "left")
+        .join(F.broadcast(table), "wrun", "left")
         .filter(F.col("n").isNull() | (after_start & before_end))
+        .drop("wrun", "t0", "i0", "t1", "i1")
     )
+
+
+def _tally(phased: DataFrame, out: SendOps) -> None:
+    """Add ``phased`` (send_ops' row shape, _phased: a value's counts and odd
+    key, its completion d_* and latency ns where it has one, and its fault
+    window n) to ``out``, per run, fault window and latency bucket."""
     tallies = phased.groupBy(
         "run", *_ODD, "n", "d_type", bucket(F.col("ns")).alias("bucket")
     ).agg(

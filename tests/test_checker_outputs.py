@@ -73,3 +73,35 @@ def test_send_figures_pair_a_value_sent_twice(checked_batch: dict[str, RunResult
     assert figs["send_latency_ms_p50_p95_p99"][0] == 1.0
     assert [(p["phase"], p["sends"], p["ok"]) for p in figs["availability"]] == [
         ("no fault", 11, 11)]
+
+
+def test_fault_windows_by_expression_and_by_join_agree(
+    checked_batch: dict[str, RunResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A completion's fault window is an expression for a few runs with faults and
+    # a broadcast join for many (checker.sends.EXPRESSION_RUNS): the same tallies.
+    from checker import sends as sends_mod
+    from checker.figures import faults
+    from checker.load import load_inputs
+    from checker.rundir import read_rundir
+    from checker.scope import BUCKET_BITS
+    from checker.spark import release
+    from checker.sparse import sparse_rows, uneven_sources
+
+    spark = get_session()
+    runs = {rd.key: rd for rd in (read_rundir(r.run_dir) for r in checked_batch.values())}
+    try:
+        inputs, facts = load_inputs(spark, runs, lambda _msg: None, BUCKET_BITS)
+        sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
+        windows = faults(sparse)
+        assert len(windows) > 1
+        tallies = {}
+        for limit in (len(windows), -1):
+            monkeypatch.setattr(sends_mod, "EXPRESSION_RUNS", limit)
+            ops = sends_mod.send_ops(spark, inputs.history, windows)
+            tallies[limit] = {run: s.windows for run, s in ops.runs.items()}
+    finally:
+        release(spark)
+    assert tallies[len(windows)] == tallies[-1]
+    # Sends completed after a fault in some run: the windows were really applied.
+    assert any(n >= 1 and c[0] for w in tallies[-1].values() for n, c in w.items())
