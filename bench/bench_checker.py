@@ -16,10 +16,10 @@ neither number):
 
 With --repeat N, floor and check are measured N times each, alternating, and
 the medians are reported (this host's speed drifts by the minute; one floor
-can be off by a fifth). Prints both, their ratio, the time per million operations, whether every
-injected anomaly was found, and the driver JVM's peak resident memory. Targets
-(README): check <= 3x floor at 10M operations; doubling the input at most
-doubles the check time.
+can be off by a fifth). Prints both, their ratio, the time per million
+operations, whether every injected anomaly was found, and the driver JVM's
+peak resident memory. Targets (README): check <= 3x floor at 10M operations;
+doubling the input at most doubles the check time.
 """
 
 from __future__ import annotations

@@ -76,7 +76,9 @@ def other_figures(sparse: DataFrame) -> dict[str, dict[str, Any]]:
     (Jepsen's model), so a poll's completion follows its invoke among that
     process's polls."""
     f, t, p = F.col("f"), F.col("type"), F.col("process")
-    rows = sparse.filter(f != "send")
+    # Only the columns figured: sparse rows may carry a poll's records, which the
+    # window would otherwise sort along.
+    rows = sparse.filter(f != "send").select("run", "process", "f", "type", "index", "time")
     w = Window.partitionBy("run", "process", "f").orderBy("index")
     ns = F.when((f == "poll") & (t != "invoke") & (F.lag("type").over(w) == "invoke"),
                 F.col("time") - F.lag("time").over(w))

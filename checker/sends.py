@@ -121,9 +121,12 @@ def _phased(spark: SparkSession, rows: DataFrame, windows: dict[str, list[tuple]
     starts after the n-th start in ``windows`` (checker.figures.faults)."""
     tm, ix = F.col("d_time"), F.col("d_index")
 
+    # (time, index) compared in order, without building a struct per row.
     def after(t: Column | int, i: Column | int) -> Column:
-        # (time, index) compared in order, without building a struct per row.
         return (tm > t) | ((tm == t) & (ix > i))
+
+    def before(t: Column, i: Column) -> Column:
+        return (tm < t) | ((tm == t) & (ix < i))
 
     if len(windows) <= EXPRESSION_RUNS:
         n = None
@@ -142,8 +145,7 @@ def _phased(spark: SparkSession, rows: DataFrame, windows: dict[str, list[tuple]
     table = spark.createDataFrame(
         bounds, "wrun string, n int, t0 long, i0 long, t1 long, i1 long")
     after_start = F.col("t0").isNull() | after(F.col("t0"), F.col("i0"))
-    before_end = F.col("t1").isNull() | (tm < F.col("t1")) | (
-        (tm == F.col("t1")) & (ix < F.col("i1")))
+    before_end = F.col("t1").isNull() | before(F.col("t1"), F.col("i1"))
     # Only completions look for their window; the join key of the rest is null.
     wrun = F.when(tm.isNotNull(), F.col("run")).alias("wrun")
     return (
