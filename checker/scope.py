@@ -220,14 +220,8 @@ def _values(df: DataFrame, value: str) -> set[tuple]:
     return {tuple(r) for r in df.select(*KEY, value).distinct().collect()}
 
 
-def _frame(spark: SparkSession, values: set[tuple], mark: str | None = None) -> DataFrame:
-    """``values`` (_values) as a DataFrame, with a true column ``mark`` if named."""
-    df = spark.createDataFrame(list(values), _VALUES)
-    return df.withColumn(mark, F.lit(True)) if mark else df
-
-
 def _of_values(df: DataFrame, values: DataFrame, value: str) -> DataFrame:
-    """The rows of ``df`` whose ``value`` column is one of ``values`` (_frame)."""
+    """The rows of ``df`` whose ``value`` column is one of ``values``."""
     return df.join(F.broadcast(values.withColumnRenamed("value", value)), [*KEY, value],
                    "left_semi")
 
@@ -237,11 +231,12 @@ def _records_of(history: DataFrame, values: DataFrame) -> DataFrame:
     record: sends are half the history, and exploding each costs more than the
     test."""
     f = F.col("f")
-    poll = (f == "poll") & (F.col("type") == "ok")
     sends = _of_values(history.filter(f == "send"), values, "value").select(
         *[c for c in history.columns if c != "records"],
         F.col("offset").alias("rec_offset"), F.col("value").alias("rec_value"))
-    return sends.unionByName(_of_values(_records(history.filter(poll)), values, "rec_value"))
+    # _records keeps the ok polls of what it is given.
+    polls = _records(history.filter(f == "poll"))
+    return sends.unionByName(_of_values(polls, values, "rec_value"))
 
 
 def _outside(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
@@ -302,14 +297,16 @@ def scope(
     # values. A value only a replica's log names there needs nothing more: outside
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
+    vdf = spark.createDataFrame(list(named), _VALUES)
     logs_all = keep(_mark(inputs.logs, buckets, "offset")
-                    .join(F.broadcast(_frame(spark, named, "named")), [*KEY, "value"], "left")
+                    .join(F.broadcast(vdf.withColumn("named", F.lit(True))), [*KEY, "value"],
+                          "left")
                     .filter(F.col("in_bucket") | F.col("named"))
                     .drop("bucket", "in_bucket", "named"))
 
     # Pass 2: the history's records of the named values outside the listed buckets.
     recs_all = first.unionByName(_outside(
-        _records_of(inputs.history, _frame(spark, named)), buckets, "rec_offset"))
+        _records_of(inputs.history, vdf), buckets, "rec_offset"))
     scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
         sends=scoped_sends,
