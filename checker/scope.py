@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from checker.facts import ACKED, FINAL, READ, Facts
+from checker.facts import ACKED, FINAL, LOG, READ, Facts
 from checker.finallog import KEY, PARTITIONS, FinalLog
 from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
@@ -127,26 +127,41 @@ def _everything(spark: SparkSession, inputs: Inputs, final: FinalLog) -> Scope:
     )
 
 
-def _suspects(facts: Facts, unsure: set[tuple]) -> tuple[set[tuple], dict, int]:
-    """From the digests: the suspect buckets, the acked-send count of each clean
-    bucket no consumer read, and the number of buckets."""
+@dataclass
+class _Buckets:
+    """What the digests say about the buckets (see _suspects)."""
+
+    suspect: set[tuple]
+    # Acked-send count of each clean bucket no consumer read.
+    untouched: dict[tuple, int]
+    # Clean buckets a reader (a consumer or the final read) holds records in
+    # and no replica log does.
+    unlogged: set[tuple]
+    total: int
+
+
+def _suspects(facts: Facts, unsure: set[tuple]) -> _Buckets:
     by_bucket: dict[tuple, dict[str, tuple]] = {}
     for d in facts.digests:
         by_bucket.setdefault((d.run, d.topic, d.partition, d.bucket), {})[d.src] = (
             d.n, d.lo, d.hi,
         )
-    suspect, untouched = set(), {}
+    out = _Buckets(set(), {}, set(), len(by_bucket))
     for b, srcs in by_bucket.items():
         final = srcs.get(FINAL, (0, 0, 0))
+        read = any(s.startswith(READ) for s in srcs)
         if (
             b[:3] in unsure
             or (FINAL in srcs and ACKED not in srcs)
             or any(s != FINAL and v != final for s, v in srcs.items())
         ):
-            suspect.add(b)
-        elif ACKED in srcs and not any(s.startswith(READ) for s in srcs):
-            untouched[b] = srcs[ACKED][0]
-    return suspect, untouched, len(by_bucket)
+            out.suspect.add(b)
+            continue
+        if ACKED in srcs and not read:
+            out.untouched[b] = srcs[ACKED][0]
+        if (read or FINAL in srcs) and not any(s.startswith(LOG) for s in srcs):
+            out.unlogged.add(b)
+    return out
 
 
 def jumped_buckets(jumps: Iterable, lengths: dict[tuple, int]) -> set[tuple]:
@@ -181,12 +196,12 @@ def _mark(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
     )
 
 
-def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts: Facts
-              ) -> DataFrame:
-    """The acked sends and ok polls of the partitions with listed buckets, less
-    the polls whose first-to-last offset range misses all of them (a poll that
+def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts: Facts,
+              sends: Column) -> DataFrame:
+    """The send lines that pass ``sends`` and the ok polls that can hold a record in
+    a listed bucket: those whose first-to-last offset range meets one (a poll that
     climbs unevenly -- checker.facts -- is always kept: its records may lie
-    anywhere). Other send lines have no offset, so no bucket."""
+    anywhere). One scan of ``history``."""
     per_part: dict[tuple, list[int]] = {}
     for *k, b in listed:
         per_part.setdefault(tuple(k), []).append(b)
@@ -200,19 +215,23 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     poll = (f == "poll") & (typ == "ok")
     lo = F.shiftright(F.get(F.get("records", 0), 0), BUCKET_BITS)
     hi = F.shiftright(F.get(F.element_at("records", -1), 0), BUCKET_BITS)
+    # Null (dropped) for a poll of a partition without a listed bucket.
     hit = F.exists("listed", lambda b: (b >= lo) & (b <= hi))
-    # Acks are half the history and few lie in a listed bucket: a hash-set test
-    # drops the rest before the joins (a collision only lets one through).
-    hashes = [r[0] for r in spark.createDataFrame(list(listed), _BUCKETS).select(
-        F.xxhash64(*KEY, "bucket")).collect()]
-    ack_listed = F.xxhash64(*KEY, F.shiftright("offset", BUCKET_BITS)).isin(hashes)
     return (
-        history.filter(poll | ((f == "send") & (typ == "ok") & ack_listed))
-        .join(F.broadcast(parts), KEY)
+        history.filter(poll | ((f == "send") & sends))
+        .join(F.broadcast(parts), KEY, "left")
         .join(F.broadcast(odd), [*KEY, "process"], "left")
         .filter(~poll | F.col("odd").isNotNull() | hit)
         .drop("listed", "odd")
     )
+
+
+def _maybe_in(col: Column, keys: Iterable[tuple]) -> Column:
+    """True where ``col`` equals the last field of one of ``keys`` ((run, topic,
+    partition, x) tuples): a hash-set test that drops most rows before any join,
+    with no Spark job to build the set. A row of another partition with the
+    same x passes too, so an exact test must follow."""
+    return col.isin(sorted({k[-1] for k in keys}))
 
 
 def _values(df: DataFrame, value: str) -> set[tuple]:
@@ -224,19 +243,6 @@ def _of_values(df: DataFrame, values: DataFrame, value: str) -> DataFrame:
     """The rows of ``df`` whose ``value`` column is one of ``values``."""
     return df.join(F.broadcast(values.withColumnRenamed("value", value)), [*KEY, value],
                    "left_semi")
-
-
-def _records_of(history: DataFrame, values: DataFrame) -> DataFrame:
-    """_records of the given values only. A send is tested before it is made a
-    record: sends are half the history, and exploding each costs more than the
-    test."""
-    f = F.col("f")
-    sends = _of_values(history.filter(f == "send"), values, "value").select(
-        *[c for c in history.columns if c != "records"],
-        F.col("offset").alias("rec_offset"), F.col("value").alias("rec_value"))
-    # _records keeps the ok polls of what it is given.
-    polls = _records(history.filter(f == "poll"))
-    return sends.unionByName(_of_values(polls, values, "rec_value"))
 
 
 def _outside(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
@@ -279,17 +285,19 @@ def scope(
     ahead (checker.anomalies.observations)."""
     if prune is False or (prune is None and history_bytes < MIN_BYTES):
         return _everything(spark, inputs, final)
-    suspect, untouched, total = _suspects(facts, final.unsure)
-    if prune is None and len(suspect) > MAX_SUSPECT_SHARE * max(total, 1):
+    bk = _suspects(facts, final.unsure)
+    if prune is None and len(bk.suspect) > MAX_SUSPECT_SHARE * max(bk.total, 1):
         return _everything(spark, inputs, final)
     lengths = {(s["run"], s["topic"], s["partition"]): s["length"] for s in final.sources}
-    listed = suspect | jumped_buckets(jumps, lengths)
+    listed = bk.suspect | jumped_buckets(jumps, lengths)
     buckets = spark.createDataFrame(list(listed), _BUCKETS).withColumn("in_bucket", F.lit(True))
 
-    # Pass 1: every record of the history in a listed bucket (of the polls that
-    # can have one).
-    first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts)), buckets,
-                       "rec_offset")
+    # Pass 1: every record of the history in a listed bucket, of the acks (half
+    # the history, few of them there) and the polls that can hold one.
+    acks_in = (F.col("type") == "ok") & _maybe_in(
+        F.shiftright("offset", BUCKET_BITS), listed)
+    first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts, acks_in)),
+                       buckets, "rec_offset")
                  .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
     named = _values(first.filter((F.col("f") == "poll") | (F.col("type") == "ok")),
                     "rec_value") | sends.acked_twice | set(failed)
@@ -297,16 +305,25 @@ def scope(
     # values. A value only a replica's log names there needs nothing more: outside
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
-    vdf = spark.createDataFrame(list(named), _VALUES)
-    logs_all = keep(_mark(inputs.logs, buckets, "offset")
-                    .join(F.broadcast(vdf.withColumn("named", F.lit(True))), [*KEY, "value"],
-                          "left")
-                    .filter(F.col("in_bucket") | F.col("named"))
-                    .drop("bucket", "in_bucket", "named"))
+    vdf = spark.createDataFrame(list(named), _VALUES).withColumn("named", F.lit(True))
+    marked = keep(_mark(inputs.logs, buckets, "offset")
+                  .join(F.broadcast(vdf), [*KEY, "value"], "left")
+                  .filter(F.col("in_bucket") | F.col("named"))
+                  .drop("named"))
+    logs_all = marked.drop("bucket", "in_bucket")
 
-    # Pass 2: the history's records of the named values outside the listed buckets.
+    # Pass 2: the history's records of the named values outside the listed
+    # buckets: all their sends, and the polls that can hold one. A reader's
+    # record outside the listed buckets sits in a clean bucket, where every
+    # replica log holding records equals the reader's, so it is at an offset
+    # where a log holds that value (the pass over the logs found it), unless
+    # no log holds records there (unlogged).
+    logged = {tuple(r) for r in marked.filter(F.col("in_bucket").isNull())
+              .select(*KEY, "bucket").distinct().collect()}
+    second = _touching(spark, inputs.history, logged | bk.unlogged, facts,
+                       _maybe_in(F.col("value"), named))
     recs_all = first.unionByName(_outside(
-        _records_of(inputs.history, vdf), buckets, "rec_offset"))
+        _of_values(_records(second), vdf.drop("named"), "rec_value"), buckets, "rec_offset"))
     scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
         sends=scoped_sends,
@@ -315,13 +332,13 @@ def scope(
         final=keep(final_records),
         unseen_outside=None,
         pruned=True,
-        buckets=total,
-        suspect=len(suspect),
+        buckets=bk.total,
+        suspect=len(bk.suspect),
         small=recs_all.count() + logs_all.count() <= SMALL_ROWS,
     )
     out.sends, out.reads, out.logs, out.final = (
         out.narrow(df) for df in (out.sends, out.reads, out.logs, out.final))
-    out.unseen_outside = _unseen_outside(spark, scoped_sends, untouched)
+    out.unseen_outside = _unseen_outside(spark, scoped_sends, bk.untouched)
     return out
 
 

@@ -23,7 +23,7 @@ import gen_history  # noqa: E402
 pytestmark = pytest.mark.spark
 
 
-def cross_bucket(root: Path) -> RunBuilder:
+def cross_bucket(root: Path, name: str = "cross-bucket", logged: int = 64) -> RunBuilder:
     """Anomalies whose records sit in buckets that all digests call clean:
 
     - value 7 acked twice, at offsets 7 and 47, both committed and read (duplicate);
@@ -32,8 +32,11 @@ def cross_bucket(root: Path) -> RunBuilder:
     - a consumer re-reads offsets 0-15 (a nonmonotonic poll; its reads differ from
       the final log's digest);
     - replica B has an uncommitted tail; two sends timed out but were committed.
+
+    The replicas hold the first ``logged`` offsets only: beyond, the digests of
+    the acks, the final read and the consumers agree with no log to compare.
     """
-    rb = RunBuilder(root / "cross-bucket", protocol="latest", expect=[])
+    rb = RunBuilder(root / name, protocol="latest", expect=[])
     values = [100 + o for o in range(64)]
     values[47] = 107  # the retried value 7... stored as 107 at 7 and 47
     rb.send(9, 120, result="fail", error="NOT_ENOUGH_REPLICAS")
@@ -46,8 +49,9 @@ def cross_bucket(root: Path) -> RunBuilder:
         rb.poll(5, start, [(o, values[o]) for o in range(start, start + 8)])
     rb.poll(6, 0, [(o, values[o]) for o in range(16)])
     rb.poll(6, 0, [(o, values[o]) for o in range(16)])
-    rb.replica("A", [(0, v) for v in values], role="leader", isr=["A", "B"])
-    rb.replica("B", [(0, v) for v in values] + [(0, 999)], role="follower", leader="A", hw=64)
+    held = values[:logged]
+    rb.replica("A", [(0, v) for v in held], role="leader", isr=["A", "B"])
+    rb.replica("B", [(0, v) for v in held] + [(0, 999)], role="follower", leader="A", hw=logged)
     rb.final_read(values)
     return rb
 
@@ -63,6 +67,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     kip101_loss(root, "kip101-loss", [], None).write()
     kip101_divergence(root, "kip101-divergence").write()
     cross_bucket(root).write()
+    cross_bucket(root, "unlogged", logged=8).write()
 
     mp = pytest.MonkeyPatch()
     mp.setattr(checker.scope, "BUCKET_BITS", 3)
@@ -106,6 +111,14 @@ def test_cross_bucket_anomalies_are_found(both: dict[str, Any]) -> None:
     dup = next(a["witness"] for a in r.anomalies if a["kind"] == "duplicate")
     assert dup["value"] == 107 and [a["offset"] for a in dup["at"]] == [7, 47]
     assert r.summary["figures"]["unseen_acked"] == 0
+
+
+def test_reads_where_no_log_holds_records_are_in_scope(both: dict[str, Any]) -> None:
+    # Value 120's send failed; it was sent again and read at offset 20, in a
+    # clean bucket that no replica log reaches.
+    (r,) = [r for r in both["scoped"] if r.run_id == "unlogged"]
+    (aborted,) = [a["witness"] for a in r.anomalies if a["kind"] == "aborted-read"]
+    assert (aborted["value"], aborted["first_poll"]["offset"], aborted["polls"]) == (120, 20, 1)
 
 
 def test_generated_runs_find_what_was_injected(both: dict[str, Any]) -> None:
