@@ -226,12 +226,14 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     )
 
 
-def _maybe_in(col: Column, keys: Iterable[tuple]) -> Column:
-    """True where ``col`` equals the last field of one of ``keys`` ((run, topic,
-    partition, x) tuples): a hash-set test that drops most rows before any join,
-    with no Spark job to build the set. A row of another partition with the
-    same x passes too, so an exact test must follow."""
-    return col.isin(sorted({k[-1] for k in keys}))
+def _maybe_in(col: str, keys: Iterable[tuple]) -> Column:
+    """True where the integer SQL expression ``col`` equals the last field of one
+    of ``keys`` ((run, topic, partition, x) tuples): a hash-set test that drops
+    most rows before any join. A row of another partition with the same x
+    passes too, so an exact test must follow. (SQL text: Column.isin makes a
+    JVM call per element, seconds for the tens of thousands a scope can name.)"""
+    xs = sorted({int(k[-1]) for k in keys})
+    return F.expr(f"{col} IN ({','.join(map(str, xs))})") if xs else F.lit(False)
 
 
 def _values(df: DataFrame, value: str) -> set[tuple]:
@@ -294,8 +296,8 @@ def scope(
 
     # Pass 1: every record of the history in a listed bucket, of the acks (half
     # the history, few of them there) and the polls that can hold one.
-    acks_in = (F.col("type") == "ok") & _maybe_in(
-        F.shiftright("offset", BUCKET_BITS), listed)
+    bucket_sql = f"shiftright(offset, {BUCKET_BITS})"
+    acks_in = (F.col("type") == "ok") & _maybe_in(bucket_sql, listed)
     first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts, acks_in)),
                        buckets, "rec_offset")
                  .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
@@ -306,7 +308,9 @@ def scope(
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
     vdf = spark.createDataFrame(list(named), _VALUES).withColumn("named", F.lit(True))
-    marked = keep(_mark(inputs.logs, buckets, "offset")
+    maybe = (_maybe_in(bucket_sql, listed)
+             | _maybe_in("value", named))
+    marked = keep(_mark(inputs.logs.filter(maybe), buckets, "offset")
                   .join(F.broadcast(vdf), [*KEY, "value"], "left")
                   .filter(F.col("in_bucket") | F.col("named"))
                   .drop("named"))
@@ -321,7 +325,7 @@ def scope(
     logged = {tuple(r) for r in marked.filter(F.col("in_bucket").isNull())
               .select(*KEY, "bucket").distinct().collect()}
     second = _touching(spark, inputs.history, logged | bk.unlogged, facts,
-                       _maybe_in(F.col("value"), named))
+                       _maybe_in("value", named))
     recs_all = first.unionByName(_outside(
         _of_values(_records(second), vdf.drop("named"), "rec_value"), buckets, "rec_offset"))
     scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
