@@ -59,6 +59,8 @@ MAX_SUSPECT_SHARE = 0.25
 # sort both sides, and every stage would run a task per input partition (a few
 # hundred tasks for a few thousand rows).
 SMALL_ROWS = 1_000_000
+# The most values or buckets a set test (_maybe_in) lists.
+MAX_IN = 50_000
 
 _BUCKETS = f"{PARTITIONS}, bucket long"
 _VALUES = f"{PARTITIONS}, value long"
@@ -230,9 +232,12 @@ def _maybe_in(col: str, keys: Iterable[tuple]) -> Column:
     """True where the integer SQL expression ``col`` equals the last field of one
     of ``keys`` ((run, topic, partition, x) tuples): a hash-set test that drops
     most rows before any join. A row of another partition with the same x
-    passes too, so an exact test must follow. (SQL text: Column.isin makes a
-    JVM call per element, seconds for the tens of thousands a scope can name.)"""
+    passes too, so an exact test must follow. SQL text, as Column.isin makes a
+    JVM call per element; beyond MAX_IN elements (a plan that large costs more
+    than it saves) every row passes."""
     xs = sorted({int(k[-1]) for k in keys})
+    if len(xs) > MAX_IN:
+        return F.lit(True)
     return F.expr(f"{col} IN ({','.join(map(str, xs))})") if xs else F.lit(False)
 
 
@@ -308,8 +313,7 @@ def scope(
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
     vdf = spark.createDataFrame(list(named), _VALUES).withColumn("named", F.lit(True))
-    maybe = (_maybe_in(bucket_sql, listed)
-             | _maybe_in("value", named))
+    maybe = _maybe_in(bucket_sql, listed) | _maybe_in("value", named)
     marked = keep(_mark(inputs.logs.filter(maybe), buckets, "offset")
                   .join(F.broadcast(vdf), [*KEY, "value"], "left")
                   .filter(F.col("in_bucket") | F.col("named"))
