@@ -312,10 +312,12 @@ def scope(
     # values. A value only a replica's log names there needs nothing more: outside
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
-    vdf = spark.createDataFrame(list(named), _VALUES).withColumn("named", F.lit(True))
-    maybe = _maybe_in(bucket_sql, listed) | _maybe_in("value", named)
-    marked = keep(_mark(inputs.logs.filter(maybe), buckets, "offset")
-                  .join(F.broadcast(vdf), [*KEY, "value"], "left")
+    values = spark.createDataFrame(list(named), _VALUES)
+    value_in = _maybe_in("value", named)
+    marked = keep(_mark(inputs.logs.filter(_maybe_in(bucket_sql, listed) | value_in), buckets,
+                        "offset")
+                  .join(F.broadcast(values.withColumn("named", F.lit(True))), [*KEY, "value"],
+                        "left")
                   .filter(F.col("in_bucket") | F.col("named"))
                   .drop("named"))
     logs_all = marked.drop("bucket", "in_bucket")
@@ -328,10 +330,9 @@ def scope(
     # no log holds records there (unlogged).
     logged = {tuple(r) for r in marked.filter(F.col("in_bucket").isNull())
               .select(*KEY, "bucket").distinct().collect()}
-    second = _touching(spark, inputs.history, logged | bk.unlogged, facts,
-                       _maybe_in("value", named))
+    second = _touching(spark, inputs.history, logged | bk.unlogged, facts, value_in)
     recs_all = first.unionByName(_outside(
-        _of_values(_records(second), vdf.drop("named"), "rec_value"), buckets, "rec_offset"))
+        _of_values(_records(second), values, "rec_value"), buckets, "rec_offset"))
     scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
         sends=scoped_sends,
