@@ -9,16 +9,29 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.base import address_free
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
 
 
+# The local backend's node addresses: the controller on 127.0.0.1, broker i on
+# 127.0.0.(i+2), all on one port (harness.backends.local).
+_NODE_HOSTS = [f"127.0.0.{i}" for i in range(1, 10)]
+
+
 def free_port() -> int:
-    """A port free on 127.0.0.1 (and, on loopback, in practice on 127.0.0.x too)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on every node address of a local cluster. The kernel picks one
+    free on 127.0.0.1 only; a listener an earlier test left on 127.0.0.2 at that
+    port would make the next cluster fail with "address in use"."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if all(address_free(f"{h}:{port}") for h in _NODE_HOSTS):
+            return port
+    raise RuntimeError("no port free on every 127.0.0.x node address")
 
 
 def descendants(pid: int) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,31 @@ class Scripted:
                 conn.sendall(json.dumps(reply).encode() + b"\n")
 
     def close(self) -> None:
+        # shutdown wakes the thread blocked in accept(); close alone would leave
+        # the socket listening until that call returns.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
+
+
+MakeScripted = Callable[[str, list], Scripted]
+
+
+@pytest.fixture
+def scripted() -> Iterator[MakeScripted]:
+    """Make Scripted brokers that stop listening when the test ends, so that no
+    later test finds their port taken."""
+    made: list[Scripted] = []
+
+    def make(host: str, script: list) -> Scripted:
+        made.append(Scripted(host, script))
+        return made[-1]
+
+    yield make
+    for b in made:
+        b.close()
 
 
 @pytest.fixture
@@ -75,8 +100,8 @@ def producer(addr: str, history: History, **kw) -> Producer:
     return Producer(ClusterClient(lambda: {"A": addr}), history, 0, **kw)
 
 
-def test_retries_not_leader_then_ok(history: History) -> None:
-    b = Scripted("127.0.0.2", [{"error": "NOT_LEADER_OR_FOLLOWER", "offset": None},
+def test_retries_not_leader_then_ok(history: History, scripted: MakeScripted) -> None:
+    b = scripted("127.0.0.2", [{"error": "NOT_LEADER_OR_FOLLOWER", "offset": None},
                                {"error": None, "offset": 7}])
     op = producer(b.addr, history).send("t", 0, 42, label="m0")
     assert op["type"] == "ok" and op["offset"] == 7 and op["value"] == 42
@@ -90,21 +115,21 @@ def test_retries_not_leader_then_ok(history: History) -> None:
     ({"error": "REQUEST_TIMED_OUT", "offset": None}, "info"),
     ("close", "info"),
 ])
-def test_outcomes(history: History, reply, type_: str) -> None:
-    b = Scripted("127.0.0.2", [reply])
+def test_outcomes(history: History, reply, type_: str, scripted: MakeScripted) -> None:
+    b = scripted("127.0.0.2", [reply])
     op = producer(b.addr, history, acks=1).send("t", 0, 1)
     assert op["type"] == type_
     assert op["acks"] == 1 and op["topic"] == "t"
 
 
-def test_timeout_after_sending_is_info(history: History) -> None:
-    b = Scripted("127.0.0.2", ["hang"])
+def test_timeout_after_sending_is_info(history: History, scripted: MakeScripted) -> None:
+    b = scripted("127.0.0.2", ["hang"])
     op = producer(b.addr, history, timeout_ms=100).send("t", 0, 1)
     assert op["type"] == "info"
 
 
-def test_not_leader_until_deadline_is_fail(history: History) -> None:
-    b = Scripted("127.0.0.2", [{"error": "NOT_LEADER_OR_FOLLOWER"}] * 100)
+def test_not_leader_until_deadline_is_fail(history: History, scripted: MakeScripted) -> None:
+    b = scripted("127.0.0.2", [{"error": "NOT_LEADER_OR_FOLLOWER"}] * 100)
     op = producer(b.addr, history, retry_ms=300).send("t", 0, 1)
     assert op["type"] == "fail" and op["error"] == "NOT_LEADER_OR_FOLLOWER"
 
@@ -120,9 +145,9 @@ def test_refused_connection_is_retried_then_fail(history: History) -> None:
     assert op["type"] == "fail"
 
 
-def test_consumer_and_final_read_pages(history: History) -> None:
+def test_consumer_and_final_read_pages(history: History, scripted: MakeScripted) -> None:
     recs = [[i, 0, 100 + i] for i in range(5)]
-    b = Scripted("127.0.0.2", [
+    b = scripted("127.0.0.2", [
         {"error": None, "records": recs[:2], "hw": 5, "leo": 5, "leader_epoch": 0},
         {"error": None, "records": recs[:2], "hw": 5, "leo": 5, "leader_epoch": 0},
         {"error": None, "records": recs[2:4], "hw": 5, "leo": 5, "leader_epoch": 0},
