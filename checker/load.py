@@ -78,7 +78,7 @@ def _read_lines(spark: SparkSession, paths: list[str], schema) -> DataFrame:
     )
 
 
-def _read_json(spark: SparkSession, paths: list[str], schema, with_file: bool = True
+def _read_json(spark: SparkSession, paths: list[str], schema, *, with_file: bool
                ) -> DataFrame:
     """The fast parse (Spark's JSON source, about twice as fast as from_json over
     text lines) in the shape of _read_lines, minus the raw text; without ``file``
