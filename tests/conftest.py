@@ -75,13 +75,8 @@ def free_base_port(count: int) -> int:
         base = free_port()
         if base + count >= 65535:
             continue
-        try:
-            for p in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        return base
+        if all(address_free(f"127.0.0.1:{p}") for p in range(base, base + count)):
+            return base
     raise RuntimeError("no free port range")
 
 
