@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from checker.kinds import ANOMALY_KINDS
+from contract import ANOMALY_KINDS, EVENTS, HISTORY, LOG, REPLICAS, RUN_JSON, STATE
 
 KINDS = ANOMALY_KINDS  # one of each is injected with --inject all
 BATCH = 100
@@ -126,7 +126,7 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1) -> list[dict[
         extra_polls += [(84, 0, [[0, final[0]]], 10), (84, 1, [[1, final[1]]], 5)]
         injected.append({"kind": "hw-regression", "process": "84", "hw": [10, 5]})
 
-    w = Writer(out / "history.jsonl")
+    w = Writer(out / HISTORY)
     for i in range(n):
         w.send(i % 8, sent[i], "ok", acked_at[i])
         if i % BATCH == BATCH - 1:  # two consumers follow the committed log
@@ -146,9 +146,9 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1) -> list[dict[
 
     logs_b = replica_b + tail
     for broker, log, role in (("A", final, "leader"), ("B", logs_b, "follower")):
-        d = out / "replicas" / broker
+        d = out / REPLICAS / broker
         d.mkdir(parents=True, exist_ok=True)
-        with (d / "log.jsonl").open("w", buffering=1 << 20) as fh:
+        with (d / LOG).open("w", buffering=1 << 20) as fh:
             for o, v in enumerate(log):
                 fh.write(
                     json.dumps(
@@ -174,8 +174,8 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1) -> list[dict[
                 }
             ],
         }
-        (d / "state.json").write_text(json.dumps(state))
-    (out / "events.jsonl").write_text(
+        (d / STATE).write_text(json.dumps(state))
+    (out / EVENTS).write_text(
         json.dumps(
             {
                 "time": 1,
@@ -200,7 +200,7 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1) -> list[dict[
         "cluster": {"brokers": ["A", "B"], "topics": [T], "replication_factor": 2},
         "workload": {"ops": w.index, "injected": sorted(inject)},
     }
-    (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (out / RUN_JSON).write_text(json.dumps(meta, indent=2) + "\n")
     (out / "injected.json").write_text(json.dumps(injected, indent=2) + "\n")
     return injected
 

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from broker.config import PROTOCOLS  # noqa: E402
+from contract import PROTOCOLS  # noqa: E402
 from harness import reaper  # noqa: E402
 from harness.errors import Interrupted  # noqa: E402
 from harness.progress import Progress  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-PROTOCOLS = ("0.10", "0.11", "2.0", "latest")
+from .protocol import PROTOCOLS
 
 
 class ConfigError(ValueError):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from checker.kinds import FINAL_PROCESS
+from contract import FINAL_PROCESS
 
 _MASK32 = 0xFFFFFFFF
 

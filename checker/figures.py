@@ -8,10 +8,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
 from checker.latency import Histogram, bucket
 from checker.scope import Scope
 from checker.sends import RunSends, SendOps
+from contract import FINAL_PROCESS, NEMESIS_PROCESS
 
 
 def unseen_acked(scope: Scope) -> DataFrame:

@@ -21,8 +21,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checker.facts import FINAL, Digest
-from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
+from contract import FINAL_PROCESS
 
 KEY = ["run", "topic", "partition"]
 

@@ -31,9 +31,9 @@ from pyspark.sql import functions as F
 from checker import schemas
 from checker.errors import RunDirError
 from checker.facts import Facts, bad_record, collect_facts
-from checker.kinds import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
 from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
 from checker.spark import keep
+from contract import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
 
 _MAX_BAD = 50
 

@@ -8,9 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-CHECK_DIR = "check"
-ANOMALIES = "anomalies.json"
-SUMMARY = "summary.json"
+from contract import ANOMALIES_JSON, CHECK, SUMMARY_JSON
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -21,15 +19,7 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_check(run_dir: Path, anomalies: list[dict[str, Any]], summary: dict[str, Any]) -> Path:
-    out = Path(run_dir) / CHECK_DIR
-    write_json(out / ANOMALIES, anomalies)
-    write_json(out / SUMMARY, summary)
+    out = Path(run_dir) / CHECK
+    write_json(out / ANOMALIES_JSON, anomalies)
+    write_json(out / SUMMARY_JSON, summary)
     return out
-
-
-def read_check(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    out = Path(run_dir) / CHECK_DIR
-    return (
-        json.loads((out / ANOMALIES).read_text()),
-        json.loads((out / SUMMARY).read_text()),
-    )

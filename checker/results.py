@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from checker.kinds import ANOMALY_KINDS
+from contract import ANOMALY_KINDS
 
 if TYPE_CHECKING:
     from checker.api import RunResult

@@ -14,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from checker.errors import RunDirError
-from checker.kinds import ANOMALY_KINDS, PROTOCOLS, ROLES
-
-RUN_JSON = "run.json"
-HISTORY = "history.jsonl"
-EVENTS = "events.jsonl"
-REPLICAS = "replicas"
-LOG = "log.jsonl"
-STATE = "state.json"
+from contract import (
+    ANOMALY_KINDS,
+    EVENTS,
+    HISTORY,
+    LOG,
+    PROTOCOLS,
+    REPLICAS,
+    ROLES,
+    RUN_JSON,
+    STATE,
+)
 
 # Lines longer than this at the end of a file are read in full anyway; it only
 # bounds the first read of the tail.

@@ -43,11 +43,11 @@ from pyspark.sql import functions as F
 
 from checker.facts import ACKED, FINAL, LOG, READ, Facts
 from checker.finallog import KEY, PARTITIONS, FinalLog
-from checker.kinds import FINAL_PROCESS
 from checker.load import Inputs
 from checker.sends import SendOps
 from checker.spark import keep
 from checker.sparse import uneven_sources
+from contract import FINAL_PROCESS
 
 BUCKET_BITS = 10
 # Below this much history the digests cost more than they save (~200k lines).

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from checker.facts import FINAL, READ, Digest
 from checker.finallog import KEY, PARTITIONS
-from checker.kinds import FINAL_PROCESS, NEMESIS_PROCESS
 from checker.spark import keep
+from contract import FINAL_PROCESS, NEMESIS_PROCESS
 
 
 def uneven_sources(digests: list[Digest]) -> set[tuple]:

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contract import EVENTS, HISTORY, LOG, REPLICAS, RUN_JSON, STATE
+
 Record = tuple[int, int]  # (epoch, value) in a replica log; offset = position
 
 
@@ -155,14 +157,14 @@ class RunBuilder:
     # -- output ----------------------------------------------------------
     def write(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "run.json").write_text(json.dumps(self.meta, indent=2) + "\n")
-        _write_jsonl(self.path / "history.jsonl", self.history)
-        _write_jsonl(self.path / "events.jsonl", self.events)
+        (self.path / RUN_JSON).write_text(json.dumps(self.meta, indent=2) + "\n")
+        _write_jsonl(self.path / HISTORY, self.history)
+        _write_jsonl(self.path / EVENTS, self.events)
         for broker, (log, state) in self.replicas.items():
-            d = self.path / "replicas" / broker
+            d = self.path / REPLICAS / broker
             d.mkdir(parents=True, exist_ok=True)
-            _write_jsonl(d / "log.jsonl", log)
-            (d / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+            _write_jsonl(d / LOG, log)
+            (d / STATE).write_text(json.dumps(state, indent=2) + "\n")
         return self.path
 
 

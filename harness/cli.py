@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from broker.config import PROTOCOLS
 from checker.api import RunResult, check_runs, write_junit
 from checker.errors import CheckerError
+from contract import PROTOCOLS
 from harness import reaper
 from harness.backends import BACKENDS
 from harness.errors import ConfigError, HarnessError, RunIncomplete

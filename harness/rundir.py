@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+from contract import EVENTS, FORMAT_VERSION, HISTORY, LOGS, REPLICAS, RUN_JSON
 
 
 def utc_now() -> str:
@@ -36,23 +36,23 @@ class RunDir:
 
     @property
     def run_json(self) -> Path:
-        return self.path / "run.json"
+        return self.path / RUN_JSON
 
     @property
     def history(self) -> Path:
-        return self.path / "history.jsonl"
+        return self.path / HISTORY
 
     @property
     def events(self) -> Path:
-        return self.path / "events.jsonl"
+        return self.path / EVENTS
 
     @property
     def logs(self) -> Path:
-        return self.path / "logs"
+        return self.path / LOGS
 
     @property
     def replicas(self) -> Path:
-        return self.path / "replicas"
+        return self.path / REPLICAS
 
     def replica_dir(self, node: str) -> Path:
         d = self.replicas / node

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.config import PROTOCOLS, BrokerConfig, ControllerConfig
+from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
+from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import ConfigError
 from harness.scenario_steps import Step, parse_steps
@@ -22,10 +23,6 @@ from harness.yamlloc import LocMap, load
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
-ANOMALIES = (
-    "lost-write", "divergence", "inconsistent-offset", "duplicate", "uncommitted-read",
-    "aborted-read", "nonmonotonic-poll", "poll-skip", "hw-regression",
-)
 NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -186,9 +183,9 @@ def _expect(v: Validator, doc: LocMap) -> dict[str, list[str]]:
                                       f"known: {', '.join(PROTOCOLS)} (quote them)")
         kinds = [] if kinds is None else v.seq(kinds, m.line_of(k), f"expect {k}")
         for kind in kinds:
-            if kind not in ANOMALIES:
+            if kind not in ANOMALY_KINDS:
                 raise v.err(m.line_of(k), f"unknown anomaly {kind!r}; known: "
-                                          f"{', '.join(ANOMALIES)}")
+                                          f"{', '.join(ANOMALY_KINDS)}")
         out[k] = list(kinds)
     missing = [p for p in PROTOCOLS if p not in out]
     if missing:

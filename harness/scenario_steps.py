@@ -6,12 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config import PROTOCOLS
+from contract import NETWORK_FAULTS, PROCESS_FAULTS, PROTOCOLS
 from harness.backends.base import CONTROLLER
 from harness.validate import Validator, check_topic_partition, empty_map
 from harness.yamlloc import LocMap, LocSeq
 from nemesis import grudges
-from nemesis.faults import NETWORK_FAULTS, PROCESS_FAULTS
 
 ADMIN_OPS = ("flush", "checkpoint-hw")
 # "not-ok": fail or info -- a write that must not be acknowledged, however it ends.

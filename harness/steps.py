@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract import PROCESS_FAULTS
 from harness import admin
 from harness.backends.base import CONTROLLER, Backend
 from harness.errors import RunIncomplete
 from harness.observe import Observer, wait_for
 from harness.progress import Progress
 from harness.scenario_steps import Step
-from nemesis.faults import PROCESS_FAULTS, Nemesis
+from nemesis.faults import Nemesis
 from workloads.consumer import Consumer, FinalReadError, final_read
 from workloads.history import History
 from workloads.producer import Producer, Values

@@ -1,5 +1,5 @@
 """Faults and fault schedules."""
 
-from nemesis.faults import FAULTS, NEMESIS, NETWORK_FAULTS, PROCESS_FAULTS, FaultWindow, Nemesis
+from nemesis.faults import FaultWindow, Nemesis
 
-__all__ = ["FAULTS", "NEMESIS", "NETWORK_FAULTS", "PROCESS_FAULTS", "FaultWindow", "Nemesis"]
+__all__ = ["FaultWindow", "Nemesis"]

@@ -3,9 +3,8 @@
 Every fault is an op pair of process "nemesis": `invoke` before, `info` after
 (Jepsen's convention: a nemesis op has no ok/fail), `f` = the fault, `value` =
 the node names. Network faults are `partition(grudge)` (value = the grudge)
-and `heal()`; they dispatch to `Backend.partition/heal`, which backends
-without a network of their own leave unimplemented. Scenario files gain
-`partition`/`heal` steps with issue 4.
+and `heal()`; they dispatch to `Backend.partition/heal`. The op names are the
+vocabulary's (`contract.NEMESIS_FS`).
 """
 
 from __future__ import annotations
@@ -14,13 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from contract import NEMESIS_PROCESS, PROCESS_FAULTS
 from harness.backends.base import Backend
 from workloads.history import INFO, History
-
-NEMESIS = "nemesis"
-PROCESS_FAULTS = ("kill", "start", "stop", "pause", "resume", "power-cycle")
-NETWORK_FAULTS = ("partition", "heal")  # issue 4
-FAULTS = PROCESS_FAULTS + NETWORK_FAULTS
 
 # Faults after which a node is down/frozen, and the faults that end that window.
 _OPENS = {"kill": "down", "stop": "down", "power-cycle": "down", "pause": "paused"}
@@ -64,8 +59,7 @@ class Nemesis:
         return self._recorded(f, list(nodes), lambda: [self._apply(f, n) for n in nodes])
 
     def partition(self, grudge: dict[str, list[str]]) -> dict[str, Any]:
-        """Cut links: grudge[node] = the nodes it must not hear from. Needs a backend
-        that implements Backend.partition (issue 4); value = the grudge."""
+        """Cut links: grudge[node] = the nodes it must not hear from. value = the grudge."""
         value = {n: sorted(peers) for n, peers in sorted(grudge.items())}
 
         def apply() -> None:
@@ -86,7 +80,7 @@ class Nemesis:
         return self._recorded("heal", None, apply)
 
     def _recorded(self, f: str, value: Any, apply: Callable[[], Any]) -> dict[str, Any]:
-        inv = self.history.invoke(NEMESIS, f, value)
+        inv = self.history.invoke(NEMESIS_PROCESS, f, value)
         try:
             apply()
         except BaseException as e:

@@ -13,10 +13,10 @@ from typing import Any
 
 import jinja2
 
+from contract import CHECK, REPORT_HTML
 from reports import grid
 from reports.rundata import RunData, load
 
-REPORT = "report.html"
 MAX_EVENTS = 2000
 
 _CONFIG_KEYS = (
@@ -151,7 +151,7 @@ def render_run(run_dir: Path) -> Path:
             spark_version=(s.get("checker") or {}).get("spark"),
         )
     )
-    out = data.path / "check" / REPORT
+    out = data.path / CHECK / REPORT_HTML
     _write_atomic(out, html)
     return out
 
@@ -168,7 +168,7 @@ def render_index(summaries: list[dict[str, Any]], out: Path) -> Path:
     out = Path(out).resolve()
     rows, counts = [], {}
     for s in sorted(summaries, key=lambda s: (s["verdict"] == "valid", str(s.get("run_dir")))):
-        report = Path(s["run_dir"]) / "check" / REPORT
+        report = Path(s["run_dir"]) / CHECK / REPORT_HTML
         rows.append({**s, "report": os.path.relpath(report, out.parent) if report.is_file()
                      else None})
         counts[s["verdict"]] = counts.get(s["verdict"], 0) + 1

@@ -8,7 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from checker.errors import RunDirError
-from checker.output import ANOMALIES, CHECK_DIR, SUMMARY
+from contract import (
+    ANOMALIES_JSON,
+    CHECK,
+    EVENTS,
+    HISTORY,
+    LOG,
+    REPLICAS,
+    RUN_JSON,
+    STATE,
+    SUMMARY_JSON,
+)
 
 
 @dataclass
@@ -47,21 +57,21 @@ def pkey(topic: Any, partition: Any) -> str:
 
 def load(run_dir: Path) -> RunData:
     run_dir = Path(run_dir).resolve()
-    check = run_dir / CHECK_DIR
-    if not (check / SUMMARY).is_file() or not (check / ANOMALIES).is_file():
-        raise RunDirError(run_dir, f"{CHECK_DIR}/{SUMMARY}", "missing: check the run first")
-    meta = json.loads((run_dir / "run.json").read_text())
-    summary = json.loads((check / SUMMARY).read_text())
-    anomalies = json.loads((check / ANOMALIES).read_text())
+    check = run_dir / CHECK
+    if not (check / SUMMARY_JSON).is_file() or not (check / ANOMALIES_JSON).is_file():
+        raise RunDirError(run_dir, f"{CHECK}/{SUMMARY_JSON}", "missing: check the run first")
+    meta = json.loads((run_dir / RUN_JSON).read_text())
+    summary = json.loads((check / SUMMARY_JSON).read_text())
+    anomalies = json.loads((check / ANOMALIES_JSON).read_text())
     logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     states: dict[str, dict[str, dict[str, Any]]] = {}
-    rep = run_dir / "replicas"
+    rep = run_dir / REPLICAS
     for b in sorted(p.name for p in rep.iterdir() if p.is_dir()) if rep.is_dir() else []:
         by_part: dict[str, list[dict[str, Any]]] = {}
-        for r in _jsonl(rep / b / "log.jsonl"):
+        for r in _jsonl(rep / b / LOG):
             by_part.setdefault(pkey(r.get("topic"), r.get("partition")), []).append(r)
         logs[b] = by_part
-        st = rep / b / "state.json"
+        st = rep / b / STATE
         parts = json.loads(st.read_text()).get("partitions", []) if st.is_file() else []
         states[b] = {pkey(p.get("topic"), p.get("partition")): p for p in parts}
     return RunData(
@@ -71,6 +81,6 @@ def load(run_dir: Path) -> RunData:
         anomalies,
         logs,
         states,
-        _jsonl(run_dir / "history.jsonl"),
-        _jsonl(run_dir / "events.jsonl"),
+        _jsonl(run_dir / HISTORY),
+        _jsonl(run_dir / EVENTS),
     )

@@ -11,10 +11,9 @@ import threading
 from typing import Any
 
 from broker.wire import WireError
+from contract import FINAL_PROCESS
 from workloads.client import ClusterClient, one_request
 from workloads.history import FAIL, OK, History
-
-FINAL = "final"
 
 
 def fetch(addr: str, topic: str, partition: int, offset: int, max_records: int,
@@ -85,7 +84,7 @@ def final_read(history: History, leader: str, addr: str, topic: str, partition: 
                *, page: int = 1000) -> dict[str, Any]:
     """Read every record below the leader's HW from offset 0, all pages, as one
     `poll` op of process "final". Raises FinalReadError (after recording `fail`)."""
-    inv = history.invoke(FINAL, "poll", None, topic=topic, partition=partition, offset=0)
+    inv = history.invoke(FINAL_PROCESS, "poll", None, topic=topic, partition=partition, offset=0)
     records: list[list[int]] = []
     position = 0
     hw: int | None = None

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
-TYPES = (INVOKE, OK, FAIL, INFO)
+from contract import OP_TYPES
+
+INVOKE, OK, FAIL, INFO = OP_TYPES
 
 
 class RunClock:
@@ -46,8 +47,8 @@ class History:
     def append(
         self, process: int | str, type: str, f: str, value: Any = None, **fields: Any
     ) -> dict[str, Any]:
-        if type not in TYPES:
-            raise ValueError(f"op type must be one of {TYPES}, got {type!r}")
+        if type not in OP_TYPES:
+            raise ValueError(f"op type must be one of {OP_TYPES}, got {type!r}")
         with self._lock:
             op = {
                 "index": self._index,

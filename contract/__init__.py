@@ -1,0 +1,57 @@
+"""isrlab's vocabulary: the names shared by the run directory, scenarios, the
+harness, the checker and the reports, each defined once (docs/run-directory.md,
+docs/anomalies.md). The protocol versions are the broker's own list.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import PROTOCOLS
+
+__all__ = [
+    "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "EVENTS", "FINAL_PROCESS",
+    "FORMAT_VERSION", "HISTORY", "LOG", "LOGS", "NEMESIS_FS", "NEMESIS_PROCESS",
+    "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS", "REPORT_HTML",
+    "ROLES", "RUN_JSON", "STATE", "SUMMARY_JSON",
+]
+
+FORMAT_VERSION = 1
+
+# -- anomaly kinds (docs/anomalies.md), in the order they are listed -----------
+ANOMALY_KINDS = (
+    "lost-write",
+    "divergence",
+    "inconsistent-offset",
+    "duplicate",
+    "uncommitted-read",
+    "aborted-read",
+    "nonmonotonic-poll",
+    "poll-skip",
+    "hw-regression",
+)
+
+# -- history.jsonl -------------------------------------------------------------
+OP_TYPES = ("invoke", "ok", "fail", "info")
+CLIENT_FS = ("send", "poll")
+# Nemesis ops. "stop" (SIGTERM, a clean shutdown) is isrlab's addition to the
+# original design's list.
+PROCESS_FAULTS = ("kill", "start", "stop", "pause", "resume", "power-cycle")
+NETWORK_FAULTS = ("partition", "heal")
+NEMESIS_FS = PROCESS_FAULTS + NETWORK_FAULTS
+FINAL_PROCESS = "final"
+NEMESIS_PROCESS = "nemesis"
+
+# -- replicas/<broker>/state.json ----------------------------------------------
+ROLES = ("leader", "follower", "none")
+
+# -- file names of the run directory --------------------------------------------
+RUN_JSON = "run.json"
+HISTORY = "history.jsonl"
+EVENTS = "events.jsonl"
+LOGS = "logs"
+REPLICAS = "replicas"
+LOG = "log.jsonl"  # replicas/<broker>/log.jsonl
+STATE = "state.json"  # replicas/<broker>/state.json
+CHECK = "check"
+ANOMALIES_JSON = "anomalies.json"  # check/anomalies.json
+SUMMARY_JSON = "summary.json"  # check/summary.json
+REPORT_HTML = "report.html"  # check/report.html
