@@ -80,17 +80,23 @@ def free_base_port(count: int) -> int:
     raise RuntimeError("no free port range")
 
 
+def skip_unless_required(variable: str, reason: str):
+    """Skip for a missing tool -- or fail when CI sets `variable`=1, so a missing
+    tool cannot pass as skipped."""
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{variable}=1 but {reason}")
+    pytest.skip(reason)
+
+
 def docker_or_skip():
-    """A docker client; without an engine the test skips -- or fails when
-    ISRLAB_REQUIRE_DOCKER=1 (CI), so a missing engine cannot pass as skipped."""
+    """A docker client; without an engine the test skips (fails under
+    ISRLAB_REQUIRE_DOCKER=1)."""
     from harness.docker_image import DockerUnavailable, docker_client
 
     try:
         return docker_client()
     except DockerUnavailable as e:
-        if os.environ.get("ISRLAB_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"ISRLAB_REQUIRE_DOCKER=1 but {e}")
-        pytest.skip(str(e))
+        skip_unless_required("ISRLAB_REQUIRE_DOCKER", str(e))
 
 
 def docker_leftovers(client, run_id: str | None = None) -> list[str]:
