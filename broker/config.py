@@ -1,23 +1,13 @@
-"""Protocol versions and broker/controller configuration."""
+"""Broker and controller configuration (the protocol versions are in protocol.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .protocol import PROTOCOLS
-
 
 class ConfigError(ValueError):
     """A configuration value is unknown or malformed (exit status 2)."""
-
-
-def check_protocol(protocol: str) -> str:
-    if protocol not in PROTOCOLS:
-        raise ConfigError(
-            f"unknown protocol version {protocol!r}; choose one of {', '.join(PROTOCOLS)}"
-        )
-    return protocol
 
 
 @dataclass(frozen=True)

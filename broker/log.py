@@ -20,10 +20,6 @@ class Log:
         """Log end offset: the offset the next record will get."""
         return len(self.records)
 
-    @property
-    def last_epoch(self) -> int:
-        return self.records[-1].epoch if self.records else -1
-
     def append(self, epoch: int, value: int) -> Record:
         rec = Record(self.leo, epoch, value)
         self.records.append(rec)

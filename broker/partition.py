@@ -6,10 +6,11 @@ ms) and returns response dicts plus a list of effects for the shell to carry out
 change, publish an event). No sockets, files, threads or wall clock in here, so
 the same object runs in the broker process and in a deterministic simulator.
 
-The protocol version decides three things (DESIGN.md, "Protocol versions"): how
-a replica truncates when it becomes a follower, how a leader answers
-OffsetsForLeaderEpoch, and the `latest` extras (KIP-320 fencing, truncation on
-fetch, epoch on becoming leader, KAFKA-7128 ISR join, HW frozen below min ISR).
+The protocol version is only looked up once, as its row of features
+(`broker.protocol.FEATURES`, docs/protocol-versions.md); every version-dependent
+step below asks one feature: leader epochs, how a new follower truncates, how a
+leader answers OffsetsForLeaderEpoch, KIP-279 iteration, KIP-320 fencing, the
+epoch entry on becoming leader, the KAFKA-7128 ISR join, HW frozen below min ISR.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 from .config import BrokerConfig
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
 from .log import Log, Record
+from .protocol import Features
+from .protocol import features as features_of
 
 MAX_FETCH_RECORDS = 500
 
@@ -93,20 +96,15 @@ class Partition:
     follower_state: str = "fetching"  # truncating | fetching
     remotes: dict[str, RemoteReplica] = field(default_factory=dict)
     pending_isr: tuple[str, ...] | None = None
+    # The row of `protocol` in broker.protocol.FEATURES (ConfigError if unknown).
+    features: Features = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.features = features_of(self.protocol)
         self.hw = min(self.hw, self.log.leo)
         self._effects: list[Effect] = []
 
     # -- helpers -------------------------------------------------------------------
-
-    @property
-    def is_latest(self) -> bool:
-        return self.protocol == "latest"
-
-    @property
-    def uses_epochs(self) -> bool:
-        return self.protocol != "0.10"
 
     def _emit(self, type_: str, **fields: Any) -> None:
         fields = {"topic": self.topic, "partition": self.partition,
@@ -179,7 +177,7 @@ class Partition:
         self.remotes = {r: RemoteReplica(last_caught_up_ms=now, last_fetch_ms=now)
                         for r in self.replicas if r != self.node}
         self._emit("became-leader", leo=self.log.leo, hw=self.hw, isr=list(self.isr))
-        if self.is_latest:
+        if self.features.epoch_on_become_leader:
             self._assign_epoch(self.leader_epoch, self.log.leo)
 
     def _become_follower(self) -> None:
@@ -187,14 +185,15 @@ class Partition:
         self.remotes = {}
         self.pending_isr = None
         self._emit("became-follower", leader=self.leader, leo=self.log.leo, hw=self.hw)
-        if self.protocol == "0.10" or (self.log.leo > 0 and not self.epoch_cache.entries):
+        truncation = self.features.truncation
+        if truncation == "hw" or (self.log.leo > 0 and not self.epoch_cache.entries):
             # Pre-KIP-101 (or no epochs to ask about): the HW is the only guide.
             self._truncate(self.hw, "high-watermark")
             self.follower_state = "fetching"
-        elif self.protocol in ("0.11", "2.0") and self.log.leo > 0:
+        elif truncation == "offsets_for_leader_epoch" and self.log.leo > 0:
             self.follower_state = "truncating"
         else:
-            # Empty log, or `latest`, which truncates on fetch (diverging epoch).
+            # Empty log, or truncation on fetch (the leader names the diverging epoch).
             self.follower_state = "fetching"
 
     # -- leader side -------------------------------------------------------------------
@@ -207,7 +206,8 @@ class Partition:
     def _maybe_advance_hw(self) -> None:
         if self.role != "leader":
             return
-        if self.is_latest and len(self.isr) < self.config.min_insync_replicas:
+        if (self.features.hw_frozen_below_min_isr
+                and len(self.isr) < self.config.min_insync_replicas):
             return
         leos = [self.log.leo]
         for r in self._maximal_isr():
@@ -227,7 +227,7 @@ class Partition:
             return "NOT_LEADER_OR_FOLLOWER", None, []
         if acks in ("all", -1) and len(self.isr) < self.config.min_insync_replicas:
             return "NOT_ENOUGH_REPLICAS", None, []
-        if self.uses_epochs:
+        if self.features.leader_epochs:
             self._assign_epoch(self.leader_epoch, self.log.leo)
         rec = self.log.append(self.leader_epoch, value)
         self._effects.append(AppendRecords((rec,)))
@@ -246,7 +246,7 @@ class Partition:
 
     def _check_fencing(self, current_leader_epoch: int | None, source: str) -> str | None:
         """KIP-320: a request names the leader epoch its sender believes in."""
-        if not self.is_latest or current_leader_epoch is None:
+        if not self.features.leader_epoch_fencing or current_leader_epoch is None:
             return None
         if current_leader_epoch < self.leader_epoch:
             self._emit("fetch-fenced", replica=source, request_epoch=current_leader_epoch)
@@ -266,8 +266,8 @@ class Partition:
             return {"error": err, "leader_epoch": self.leader_epoch}, self._take()
         if replica not in self.replicas or replica == self.node:
             return {"error": "INVALID_REQUEST"}, []
-        if (self.is_latest and last_fetched_epoch is not None and last_fetched_epoch >= 0
-                and offset > 0):
+        if (self.features.truncation == "diverging_epoch" and last_fetched_epoch is not None
+                and last_fetched_epoch >= 0 and offset > 0):
             epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log.leo)
             if epoch != last_fetched_epoch or end < offset:
                 return {"error": None, "records": [], "hw": self.hw, "leo": self.log.leo,
@@ -300,7 +300,7 @@ class Partition:
         assert remote.leo is not None
         if remote.leo < self.hw:
             return
-        if self.is_latest:
+        if self.features.isr_join_waits_for_epoch_start:
             # KAFKA-7128: not before it holds everything from the current epoch's start.
             start = self.epoch_cache.start_offset_of(self.leader_epoch)
             if start is not None and remote.leo < start:
@@ -353,14 +353,15 @@ class Partition:
                                  current_leader_epoch: int | None) -> tuple[dict[str, Any],
                                                                             list[Effect]]:
         """The leader's answer to OffsetsForLeaderEpoch(epoch)."""
-        if not self.uses_epochs:
+        answer = self.features.epoch_answer
+        if answer == "none":
             return {"error": "INVALID_REQUEST"}, []
         if self.role != "leader":
             return {"error": "NOT_LEADER_OR_FOLLOWER"}, []
         err = self._check_fencing(current_leader_epoch, "offsets-for-leader-epoch")
         if err:
             return {"error": err}, self._take()
-        if self.protocol == "0.11":
+        if answer == "kip101":
             end = self.epoch_cache.end_offset_v011(epoch, self.log.leo)
             return {"error": None, "leader_epoch": UNDEFINED_EPOCH, "end_offset": end}, []
         e, end = self.epoch_cache.end_offset_for(epoch, self.log.leo)
@@ -374,12 +375,13 @@ class Partition:
             return None
         base = {"topic": self.topic, "partition": self.partition, "replica_id": self.node,
                 "generation": self.generation}
-        if self.is_latest:
+        if self.features.leader_epoch_fencing:
             base["current_leader_epoch"] = self.leader_epoch
         if self.follower_state == "truncating":
             return {"type": "offsets-for-leader-epoch", **base,
                     "leader_epoch_request": self.epoch_cache.latest_epoch}
-        last = self.epoch_cache.latest_epoch if self.is_latest else None
+        on_fetch = self.features.truncation == "diverging_epoch"
+        last = self.epoch_cache.latest_epoch if on_fetch else None
         return {"type": "replica-fetch", **base, "offset": self.log.leo,
                 "last_fetched_epoch": last, "max_records": MAX_FETCH_RECORDS}
 
@@ -392,13 +394,15 @@ class Partition:
         end = resp["end_offset"]
         self._emit("epoch-response", requested=self.epoch_cache.latest_epoch,
                    answer_epoch=resp.get("leader_epoch"), end_offset=end)
-        if self.protocol == "0.11":
+        if not self.features.epoch_iteration:
+            # KIP-101: the one answer is final (UNDEFINED: fall back to the HW).
             if end == UNDEFINED_OFFSET:
                 self._truncate(self.hw, "high-watermark")
             elif end < self.log.leo:
                 self._truncate(end, "leader-epoch")
             self.follower_state = "fetching"
         else:
+            # KIP-279: compare epochs; ask again about an older one until they agree.
             done = self._truncate_kip279(resp["leader_epoch"], end)
             if done or self.log.leo == 0:
                 self.follower_state = "fetching"
@@ -446,7 +450,7 @@ class Partition:
             if offset != self.log.leo:
                 break
             rec = Record(offset, epoch, value)
-            if self.uses_epochs and epoch > self.epoch_cache.latest_epoch:
+            if self.features.leader_epochs and epoch > self.epoch_cache.latest_epoch:
                 self._assign_epoch(epoch, offset)
             self.log.append_replicated(rec)
             appended.append(rec)

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, check_protocol
+from .config import ConfigError
+from .protocol import features
 from .wire import MAX_LINE, decode, encode, parse_addr
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -118,7 +119,7 @@ def load_cluster_config(path: Path) -> dict[str, Any]:
     for key in ("protocol", "brokers", "topics"):
         if key not in cfg:
             raise ConfigError(f"{path}: missing key {key!r}")
-    check_protocol(cfg["protocol"])
+    features(cfg["protocol"])  # ConfigError on an unknown version
     return cfg
 
 

@@ -1,0 +1,271 @@
+"""The protocol-feature table (broker/protocol.py): its shape, one test per
+feature on the sans-IO core, and no version string anywhere else in the broker.
+
+The per-feature tests keep the protocol version fixed and flip only that one
+field of the partition's features, so they show that the feature (not the
+version string) is what switches the behaviour. The per-version behaviour is
+tested in tests/test_partition.py, whose helpers these tests reuse.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from dataclasses import MISSING, FrozenInstanceError, fields, replace
+from pathlib import Path
+from typing import get_args, get_type_hints
+
+import pytest
+from test_partition import follow, lead, replica, sync, unclean_history, values
+
+from broker.config import ConfigError
+from broker.partition import Event, Partition, ProposeIsr
+from broker.process import load_cluster_config
+from broker.protocol import FEATURES, PROTOCOLS, Features, features
+from broker.sim import fetcher_round
+
+BROKER = Path(__file__).resolve().parent.parent / "broker"
+
+
+def toggled(p: Partition, **change) -> Partition:
+    """`p` with some of its features changed, everything else as its version's row."""
+    p.features = replace(p.features, **change)
+    return p
+
+
+# -- the table ---------------------------------------------------------------------------
+
+
+def test_every_row_sets_every_field():
+    hints = get_type_hints(Features)
+    assert all(f.default is MISSING and f.default_factory is MISSING for f in fields(Features)), \
+        "no defaults: every row names every feature"
+    for version, row in FEATURES.items():
+        for f in fields(Features):
+            value = getattr(row, f.name)
+            allowed = get_args(hints[f.name]) or (True, False)
+            assert type(value) is type(allowed[0]) and value in allowed, (version, f.name, value)
+
+
+def test_protocols_are_the_rows_of_the_table_oldest_first():
+    assert PROTOCOLS == tuple(FEATURES) == ("0.10", "0.11", "2.0", "latest")
+    for v in PROTOCOLS:
+        assert features(v) is FEATURES[v]
+        assert replica("A", v).features is FEATURES[v]
+
+
+def test_table_and_rows_are_frozen():
+    with pytest.raises(TypeError):
+        FEATURES["9.9"] = FEATURES["latest"]  # type: ignore[index]
+    with pytest.raises(FrozenInstanceError):
+        FEATURES["0.10"].leader_epochs = True  # type: ignore[misc]
+    with pytest.raises(ValueError, match="truncation"):
+        replace(FEATURES["0.10"], truncation="sometimes")
+    with pytest.raises(ValueError, match="leader_epochs"):
+        replace(FEATURES["0.10"], leader_epochs=1)
+
+
+@pytest.mark.parametrize("bad", ["3.0", "", None, ["latest"]])
+def test_unknown_version_is_a_config_error(bad, tmp_path):
+    with pytest.raises(ConfigError, match="unknown protocol version"):
+        features(bad)
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"protocol": bad, "brokers": {}, "topics": []}))
+    with pytest.raises(ConfigError, match="unknown protocol version"):
+        load_cluster_config(path)
+    if isinstance(bad, str):
+        with pytest.raises(ConfigError):
+            replica("A", bad)
+
+
+def test_every_feature_has_a_test_here():
+    here = sys.modules[__name__]
+    missing = [f.name for f in fields(Features) if not hasattr(here, f"test_feature_{f.name}")]
+    assert missing == []
+
+
+# -- one test per feature ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_leader_epochs(on):
+    """Kafka 0.11, KIP-101: the leader adds (epoch, start offset) to its epoch cache
+    on its first append in an epoch, a follower on its first record of a newer epoch;
+    without the rule both caches stay empty."""
+    a = toggled(replica("A", "0.11"), leader_epochs=on)
+    b = toggled(replica("B", "0.11"), leader_epochs=on)
+    lead(a, 0, ["A"])
+    a.append_as_leader(1, 1, 0)
+    follow(b, "A", 0, ["A"])
+    fetcher_round(b, a)
+    assert values(b) == [1]
+    assert a.epoch_cache.entries == b.epoch_cache.entries == ([(0, 0)] if on else [])
+
+
+@pytest.mark.parametrize("truncation,log,state,first", [
+    ("hw", ["m0"], "fetching", ("replica-fetch", None)),
+    ("offsets_for_leader_epoch", ["m0", "m1"], "truncating", ("offsets-for-leader-epoch", 0)),
+    ("diverging_epoch", ["m0", "m1"], "fetching", ("replica-fetch", 0)),
+])
+def test_feature_truncation(truncation, log, state, first):
+    """How a replica that starts following finds its truncation point: Kafka 0.10
+    truncates to its HW; 0.11 (KIP-101) asks OffsetsForLeaderEpoch first; 2.7
+    (KAFKA-10554) fetches at once, sending its last fetched epoch."""
+    b = toggled(replica("B", "2.0", [(0, "m0"), (0, "m1")], hw=1), truncation=truncation)
+    follow(b, "A", 0, ["A", "B"])
+    assert (values(b), b.follower_state) == (log, state)
+    req = b.next_follower_request()
+    epoch = req["leader_epoch_request"] if req["type"] == "offsets-for-leader-epoch" \
+        else req["last_fetched_epoch"]
+    assert (req["type"], epoch) == first
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_truncation_on_fetch_leader_side(on):
+    """Kafka 2.7, KAFKA-10554: a leader checks a fetch's last fetched epoch and, if
+    the follower's log diverges, answers with the diverging epoch and where it ends
+    instead of records; before, the fetch offset alone decides."""
+    a, _ = unclean_history("2.0")
+    if on:
+        toggled(a, truncation="diverging_epoch")
+    resp, _ = a.fetch_for_replica("B", 3, 3, None, 10, 0)   # B: r0@0 r1@1 r5@3
+    if on:
+        assert resp["records"] == [] and resp["diverging_epoch"] == {"epoch": 2, "end_offset": 4}
+    else:
+        assert "diverging_epoch" not in resp and [r[0] for r in resp["records"]] == [3, 4, 5]
+
+
+@pytest.mark.parametrize("answer,expected", [
+    ("none", ("INVALID_REQUEST", None, None)),
+    ("kip101", (None, -1, 4)),
+    ("kip279", (None, 2, 4)),
+])
+def test_feature_epoch_answer(answer, expected):
+    """How a leader answers OffsetsForLeaderEpoch(3) when it never led epoch 3:
+    Kafka 0.10 has no such request; 0.11 (KIP-101) answers the start of the next
+    epoch, without an epoch; 2.0 (KIP-279) the largest epoch <= 3 and its end."""
+    a, _ = unclean_history("2.0")
+    resp, _ = toggled(a, epoch_answer=answer).offsets_for_leader_epoch(3, None)
+    assert (resp["error"], resp.get("leader_epoch"), resp.get("end_offset")) == expected
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_epoch_iteration(on):
+    """Kafka 2.0, KIP-279: a follower compares the leader's answer with its own
+    epochs and asks again about an older epoch while they differ; with 0.11's
+    single answer B keeps r1 and r5 and its log forks from the leader's."""
+    a, b = unclean_history("2.0")
+    toggled(b, epoch_iteration=on)
+    fetcher_round(b, a)                       # asks about epoch 3, A answers (2, 4)
+    if on:
+        assert (b.log.leo, b.follower_state) == (2, "truncating")
+        assert b.next_follower_request()["leader_epoch_request"] == 1
+        sync(b, a)
+        assert values(b) == values(a)
+    else:
+        assert (b.log.leo, b.follower_state) == (3, "fetching")
+        sync(b, a)
+        assert values(b) == ["r0", "r1", "r5", "r4", "r6", "r7"] != values(a)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_leader_epoch_fencing(on):
+    """Kafka 2.1, KIP-320: a follower's requests carry its current leader epoch and
+    the leader refuses an older one (FENCED_LEADER_EPOCH) or a newer one
+    (UNKNOWN_LEADER_EPOCH). Shown here on OffsetsForLeaderEpoch and the follower's
+    request; test_partition.test_kip320_fencing_on_fetch covers Fetch."""
+    a, b = unclean_history("2.0")
+    toggled(a, leader_epoch_fencing=on)
+    toggled(b, leader_epoch_fencing=on)
+    assert b.next_follower_request().get("current_leader_epoch") == (4 if on else None)
+    stale, effects = a.offsets_for_leader_epoch(3, 3)
+    newer, _ = a.offsets_for_leader_epoch(3, 5)
+    if on:
+        assert (stale["error"], newer["error"]) == ("FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH")
+        assert any(isinstance(e, Event) and e.type == "fetch-fenced" for e in effects)
+    else:
+        assert (stale["error"], newer["error"]) == (None, None)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_epoch_on_become_leader(on):
+    """Kafka 2.1, KAFKA-7415: a new leader adds (its epoch, its LEO) to the epoch
+    cache at once, so before its first append it already answers
+    OffsetsForLeaderEpoch about its own epoch; before, epoch 1 is unknown to it."""
+    a = toggled(replica("A", "2.0", [(0, "m0")], hw=1), epoch_on_become_leader=on)
+    lead(a, 1, ["A"])
+    assert a.epoch_cache.entries == ([(0, 0), (1, 1)] if on else [(0, 0)])
+    resp, _ = a.offsets_for_leader_epoch(1, None)
+    assert (resp["leader_epoch"], resp["end_offset"]) == ((1, 1) if on else (0, 1))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_isr_join_waits_for_epoch_start(on):
+    """Kafka 2.1, KAFKA-7128: a follower that reached the HW but not the start of
+    the leader's current epoch stays out of the ISR; before, the HW was enough."""
+    a = replica("A", "2.0", [(0, 1), (0, 2)], hw=1, replicas=("A", "B", "C"))
+    toggled(a, isr_join_waits_for_epoch_start=on)
+    lead(a, 1, ["A", "C"])          # C never fetches: the HW stays 1
+    a.append_as_leader(3, 1, 0)     # epoch 1 starts at offset 2
+    assert (a.hw, a.epoch_cache.start_offset_of(1)) == (1, 2)
+    _, effects = a.fetch_for_replica("B", 1, None, None, 10, 0)
+    assert any(isinstance(e, ProposeIsr) for e in effects) is not on
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_hw_frozen_below_min_isr(on):
+    """Kafka 3.7, KAFKA-15583: while the ISR is smaller than min.insync.replicas
+    the leader's HW does not move; before, an acks=1 write was committed by the
+    leader alone."""
+    a = toggled(replica("A", "latest", min_insync_replicas=2), hw_frozen_below_min_isr=on)
+    lead(a, 0, ["A"])
+    a.append_as_leader(1, 1, 0)
+    assert a.hw == (0 if on else 1)
+    lead(a, 0, ["A", "B"], pe=1)
+    a.fetch_for_replica("B", 1, 0, 0, 10, 0)
+    assert a.hw == 1, "min ISR met again: the HW moves in both cases"
+
+
+# -- no version string outside the table -------------------------------------------------
+
+
+def _version_checks(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and node.value in PROTOCOLS:
+            found.append(f"{path.name}:{node.lineno}: literal {node.value!r}")
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                name = getattr(operand, "id", None) or getattr(operand, "attr", None)
+                if name == "protocol":
+                    found.append(f"{path.name}:{node.lineno}: compares `protocol`")
+    return found
+
+
+def test_no_version_string_in_the_broker_outside_protocol_py():
+    sources = [p for p in sorted(BROKER.rglob("*.py")) if p.name != "protocol.py"]
+    assert BROKER / "partition.py" in sources
+    assert [hit for p in sources for hit in _version_checks(p)] == []
+
+
+def test_the_version_check_finds_what_it_should(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('def f(p):\n    return p.protocol in PROTOCOLS[1:] or p.x == "latest"\n')
+    assert len(_version_checks(bad)) == 2
+
+
+# -- broker/PROTOCOL.md names exactly the error codes the broker sends -------------------
+
+
+def test_protocol_md_lists_exactly_the_error_codes_in_the_code():
+    in_code = set()
+    for path in BROKER.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and re.fullmatch(r"[A-Z]+(_[A-Z]+)+", node.value):
+                in_code.add(node.value)
+    text = (BROKER / "PROTOCOL.md").read_text()
+    listed = text.split("Error codes:", 1)[1].split(".", 1)[0]
+    assert set(re.findall(r"`([A-Z_]+)`", listed)) == in_code
