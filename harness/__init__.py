@@ -1,0 +1,18 @@
+"""The harness: runs scenarios against a cluster and writes run directories.
+
+Layering (tests/test_layering.py keeps it so):
+
+- broker      the reference broker; imports nothing else of isrlab.
+- contract    the shared vocabulary; imports only broker.
+- workloads   producer, consumer, history recorder; imports broker (the wire
+              protocol) and contract. The history takes any clock with `now()`.
+- nemesis     faults; imports workloads (the history) and contract. It drives
+              any `nemesis.Cluster`; harness backends satisfy it without nemesis
+              importing them.
+- checker     judges run directories; never imports harness or reports.
+- reports     renders what the checker wrote; never imports harness.
+- harness     wires everything together: the runner owns the run (its clock,
+              `harness.clock.RunClock`, its run directory, its backend) and hands
+              them to workloads and nemesis. Only `harness.cli` imports the checker
+              and reports: a run never judges; the CLI checks and renders afterwards.
+"""

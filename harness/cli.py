@@ -1,11 +1,11 @@
 """The `isrlab` command: scenarios, reproduce, check, docker.
 
 Every user error is one line on stderr and exit status 2; a run that cannot
-complete is exit 3. `check` exits with the verdict of DESIGN.md (0 valid, 1
+complete is exit 3. `check` exits with the verdict of docs/anomalies.md (0 valid, 1
 invalid or not reproduced) -- the CI gate. `reproduce` answers a different
 question, "did the protocol keep its guarantees in this run?": 1 when the run
 shows any consistency anomaly or its verdict is not valid, 0 when it is clean
-(README, "Exit status").
+(docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any, NoReturn
 
 from checker.api import RunResult, check_runs, write_junit
 from checker.errors import CheckerError
+from checker.spark import DEFAULT_MASTER
 from contract import PROTOCOLS
 from harness import reaper
 from harness.backends import BACKENDS
-from harness.errors import ConfigError, HarnessError, RunIncomplete
+from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
 from harness.progress import Progress
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import find_scenario, list_scenarios, load_scenario
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="check run directories with the Spark checker")
     c.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    c.add_argument("--master", help="Spark master (default: embedded local[*])")
+    c.add_argument("--master", help="Spark master URL, e.g. spark://HOST:7077 "
+                   f"(default: embedded {DEFAULT_MASTER}; ISRLAB_SPARK_MASTER overrides)")
     c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
     c.add_argument("--results", type=Path, metavar="DIR",
                    help="append every run's results to this Parquet table (trend pages)")
@@ -117,7 +119,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"port": args.port}
     if args.base_image:
         if args.backend != "docker":
-            raise ConfigError("--base-image applies to --backend docker only")
+            raise UsageError("--base-image applies to --backend docker only")
         options["base_image"] = args.base_image
     if args.backend == "docker":
         # Image builds report progress on stderr unless the user asked for quiet.
@@ -140,7 +142,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         result = check_runs([record.run_dir], progress=lambda m: progress.line(f"  {m}"))[0]
     except CheckerError as e:
-        return _finish(args, summary, e.exit_code, error=f"checker: {_one_line(e)}")
+        return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
     report = _render(record.run_dir)
     code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
@@ -187,13 +189,8 @@ def _render(run_dir: Path) -> Path | None:
     try:
         return render_run(run_dir)
     except Exception as e:  # noqa: BLE001 -- reported on one line, the verdict stands
-        print(f"isrlab: no report for {run_dir}: {_one_line(e)}", file=sys.stderr)
+        print(f"isrlab: no report for {run_dir}: {one_line(e)}", file=sys.stderr)
         return None
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return text or type(e).__name__
 
 
 def _plain(x: Any) -> Any:
@@ -219,17 +216,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     # Paths may be run directories or trees of them; the checker finds the runs.
     for p in args.paths:
         if not p.exists():
-            raise ConfigError(f"no such run directory: {p}")
+            raise UsageError(f"no such run directory: {p}")
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     try:
         results = check_runs(list(args.paths), master=args.master,
                              progress=progress.line, results_table=args.results)
     except CheckerError as e:
-        print(f"isrlab: {_one_line(e)}", file=sys.stderr)
+        print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     if not results:
         where = ", ".join(map(str, args.paths))
-        raise ConfigError(f"no run directory (with run.json) under {where}")
+        raise UsageError(f"no run directory (with run.json) under {where}")
     reports = {}
     if not args.no_report:
         progress.line(f"rendering {len(results)} report(s)")

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from broker.wire import WireError
+from contract import LOG, STATE
 from harness.admin import request, try_status
 from harness.backends.base import Backend
-from harness.rundir import RunDir, write_jsonl
+from harness.rundir import RunDirWriter, write_jsonl
 
 
 def _hosted(backend: Backend, node: str) -> list[tuple[str, int]]:
@@ -26,7 +27,7 @@ def _hosted(backend: Backend, node: str) -> list[tuple[str, int]]:
     ]
 
 
-def collect_replicas(backend: Backend, run: RunDir) -> dict[str, str]:
+def collect_replicas(backend: Backend, run: RunDirWriter) -> dict[str, str]:
     """Write log.jsonl and state.json for every broker; returns node -> how."""
     how = {}
     for node in backend.brokers:
@@ -38,13 +39,13 @@ def collect_replicas(backend: Backend, run: RunDir) -> dict[str, str]:
             except WireError:
                 status = None
             else:
-                write_jsonl(out / "log.jsonl", rows)
+                write_jsonl(out / LOG, rows)
                 _write_state(out, {"node": node, "partitions": status.get("partitions", []),
                                    "source": "status"})
                 how[node] = "status"
                 continue
         rows, parts = _from_data_dir(backend.data_dir(node), _hosted(backend, node))
-        write_jsonl(out / "log.jsonl", rows)
+        write_jsonl(out / LOG, rows)
         _write_state(out, {"node": node, "partitions": parts, "source": "data-dir",
                            "running": False})
         how[node] = "data-dir"
@@ -93,4 +94,4 @@ def _from_data_dir(data_dir: Path | None, hosted: list[tuple[str, int]]
 
 
 def _write_state(out: Path, state: dict[str, Any]) -> None:
-    (out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+    (out / STATE).write_text(json.dumps(state, indent=2) + "\n")

@@ -39,7 +39,7 @@ import docker.errors
 import requests.exceptions
 
 import broker
-from harness.errors import ConfigError, HarnessError, RunIncomplete
+from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
 
 LABEL_RUN = "isrlab.run"
 LABEL_IMAGE = "isrlab.image"
@@ -72,10 +72,10 @@ class DockerImageError(HarnessError):
 
     def __init__(self, message: str) -> None:
         # Docker's messages often span lines; the CLI promises one line.
-        super().__init__(" ".join(message.split()))
+        super().__init__(one_line(message))
 
 
-class DockerUnavailable(DockerImageError, ConfigError):
+class DockerUnavailable(DockerImageError, UsageError):
     """No Docker engine answers: a configuration problem (exit 2), not a run failure."""
 
     exit_code = 2

@@ -1,7 +1,8 @@
-"""Errors that end a harness command, each carrying its exit status (DESIGN.md).
+"""Errors that end a harness command, each carrying its exit status (docs/exit-codes.md).
 
 The CLI turns any of these into one line on stderr and the exit status; nothing
-below the CLI prints tracebacks or calls sys.exit.
+below the CLI prints tracebacks or calls sys.exit. `one_line` is how any message
+(an error of ours or a library's) is squeezed onto that line.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ class HarnessError(Exception):
     exit_code = 3
 
 
-class ConfigError(HarnessError):
-    """Usage or configuration error: unknown scenario, malformed file, port in use."""
+class UsageError(HarnessError):
+    """The user's mistake, exit 2: a bad command line, unknown scenario, malformed
+    scenario file, port in use. (A bad broker or controller configuration value is
+    the broker's own error, in broker/config.py; a scenario turns it into this.)"""
 
     exit_code = 2
 
@@ -29,3 +32,12 @@ class Interrupted(HarnessError):
     """The harness got SIGINT/SIGTERM/SIGHUP; the run is incomplete."""
 
     exit_code = 3
+
+
+def one_line(e: BaseException | str) -> str:
+    """A message on one line (whitespace runs, newlines included, become one space);
+    an exception without a message is named by its type."""
+    text = " ".join(str(e).split())
+    if not text and isinstance(e, BaseException):
+        return type(e).__name__
+    return text

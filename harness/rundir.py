@@ -1,7 +1,8 @@
-"""The run directory (DESIGN.md, format version 1): layout and run.json.
+"""Writing the run directory (docs/run-directory.md, format version 1): layout and run.json.
 
 run.json is written when the run starts (ended_at null, status "running") and
 rewritten atomically when it ends, so a crashed run is recognisable as such.
+The checker reads run directories with its own reader (checker/rundir.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ def new_run_id(scenario: str | None, protocol: str) -> str:
     return f"{stamp}-{scenario or 'run'}-{protocol}-{secrets.token_hex(3)}"
 
 
-class RunDir:
+class RunDirWriter:
+    """Creates one run's directory, names where each of its files goes, and keeps
+    its run.json up to date."""
+
     def __init__(self, root: Path, run_id: str) -> None:
         self.run_id = run_id
         self.path = root / run_id

@@ -17,18 +17,19 @@ from typing import Any
 
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, Backend
+from harness.clock import RunClock
 from harness.collect import collect_replicas
 from harness.errors import HarnessError, Interrupted, RunIncomplete
 from harness.events import EventsCollector
 from harness.observe import Observer, wait_for
 from harness.progress import Progress
-from harness.rundir import RunDir, new_run_id, utc_now
+from harness.rundir import RunDirWriter, new_run_id, utc_now
 from harness.scenario import Scenario
 from harness.steps import StepContext, StepRunner
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer, ConsumerThread
-from workloads.history import History, RunClock
+from workloads.history import History
 from workloads.producer import Producer, Values
 
 STARTUP_TIMEOUT = 30.0
@@ -54,7 +55,7 @@ class RunRecord:
 def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> RunRecord:
     """Run one scenario. A run that cannot complete (including Ctrl-C) is returned
     with `error` set and its run directory finalized as incomplete. Raises
-    ConfigError, before creating anything, if the cluster's addresses are taken."""
+    UsageError, before creating anything, if the cluster's addresses are taken."""
     t0 = time.monotonic()
     seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
     run_id = new_run_id(scenario.name, opts.protocol)
@@ -62,7 +63,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **opts.backend_options)
     # A taken address is a configuration error: fail before anything exists.
     backend.check_addresses()
-    run = RunDir(opts.runs_dir, run_id)
+    run = RunDirWriter(opts.runs_dir, run_id)
     clock = RunClock()
     steps = scenario.steps_for(opts.protocol)
     run.write_meta(

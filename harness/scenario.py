@@ -1,4 +1,4 @@
-"""Scenario files: loading, validation and lookup (format: scenarios/FORMAT.md).
+"""Scenario files: loading, validation and lookup (format: docs/scenarios.md).
 
 Everything that can be checked before a cluster starts is checked here, and
 every error names the file and line. The result is plain data the runner
@@ -16,7 +16,7 @@ from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
 from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
-from harness.errors import ConfigError
+from harness.errors import UsageError
 from harness.scenario_steps import Step, parse_steps
 from harness.validate import Validator, check_topic_partition
 from harness.yamlloc import LocMap, load
@@ -65,12 +65,12 @@ def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
     if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
         path = Path(name_or_path)
         if not path.is_file():
-            raise ConfigError(f"no scenario file {name_or_path}")
+            raise UsageError(f"no scenario file {name_or_path}")
         return path
     path = directory / f"{name_or_path}.yaml"
     if not path.is_file():
         known = ", ".join(p.stem for p in sorted(directory.glob("*.yaml")))
-        raise ConfigError(f"unknown scenario {name_or_path!r}; known: {known}")
+        raise UsageError(f"unknown scenario {name_or_path!r}; known: {known}")
     return path
 
 

@@ -1,5 +1,5 @@
 """Scenario steps: the Step model and the validation of each step kind
-(format: scenarios/FORMAT.md)."""
+(format: docs/scenarios.md)."""
 
 from __future__ import annotations
 

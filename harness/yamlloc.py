@@ -14,10 +14,10 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.errors import ConfigError
+from harness.errors import UsageError
 
 
-class ScenarioError(ConfigError):
+class ScenarioError(UsageError):
     def __init__(self, path: Path | str, line: int | None, message: str) -> None:
         self.path, self.line, self.message = str(path), line, message
         where = f"{self.path}:{line}" if line is not None else self.path

@@ -1,10 +1,11 @@
-"""Process-level faults on top of a backend, each recorded in the history.
+"""Faults on a cluster, each recorded in the history.
 
 Every fault is an op pair of process "nemesis": `invoke` before, `info` after
 (Jepsen's convention: a nemesis op has no ok/fail), `f` = the fault, `value` =
 the node names. Network faults are `partition(grudge)` (value = the grudge)
-and `heal()`; they dispatch to `Backend.partition/heal`. The op names are the
-vocabulary's (`contract.NEMESIS_FS`).
+and `heal()`; they dispatch to `Cluster.partition/heal`. The op names are the
+vocabulary's (`contract.NEMESIS_FS`). The cluster is anything that satisfies
+`nemesis.cluster.Cluster` (in a run, the harness's backend).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contract import NEMESIS_PROCESS, PROCESS_FAULTS
-from harness.backends.base import Backend
+from nemesis.cluster import Cluster
 from workloads.history import INFO, History
 
 # Faults after which a node is down/frozen, and the faults that end that window.
@@ -38,13 +39,13 @@ class FaultWindow:
 class Nemesis:
     def __init__(
         self,
-        backend: Backend,
+        cluster: Cluster,
         history: History,
         *,
         before_fault: Callable[[str], None] | None = None,
         on_window: Callable[[FaultWindow], None] | None = None,
     ) -> None:
-        self.backend = backend
+        self.cluster = cluster
         self.history = history
         # Called with the node before a fault that may lose its in-memory state
         # (the events collector drains the node's events).
@@ -63,7 +64,7 @@ class Nemesis:
         value = {n: sorted(peers) for n, peers in sorted(grudge.items())}
 
         def apply() -> None:
-            self.backend.partition(grudge)
+            self.cluster.partition(grudge)
             now = self.history.clock.now()
             for node in value:
                 self._open(FaultWindow(node, "partitioned", "partition", now))
@@ -74,7 +75,7 @@ class Nemesis:
         """Undo every partition."""
 
         def apply() -> None:
-            self.backend.heal()
+            self.cluster.heal()
             self._close(lambda w: w.kind == "partitioned")
 
         return self._recorded("heal", None, apply)
@@ -92,17 +93,17 @@ class Nemesis:
         if f in ("kill", "stop", "power-cycle") and self.before_fault is not None:
             self.before_fault(node)
         if f == "kill":
-            self.backend.kill(node)
+            self.cluster.kill(node)
         elif f == "stop":
-            self.backend.stop(node)
+            self.cluster.stop(node)
         elif f == "power-cycle":
-            self.backend.power_cycle(node)
+            self.cluster.power_cycle(node)
         elif f == "pause":
-            self.backend.pause(node)
+            self.cluster.pause(node)
         elif f == "resume":
-            self.backend.resume(node)
+            self.cluster.resume(node)
         elif f == "start":
-            self.backend.start(node)
+            self.cluster.start(node)
         self._track(f, node)
 
     def _open(self, w: FaultWindow) -> None:
@@ -133,10 +134,10 @@ class Nemesis:
         ops = []
         if any(w.kind == "partitioned" and w.end is None for w in self.windows):
             ops.append(self.heal())
-        paused = [n for n in self.backend.brokers if self.backend.is_paused(n)]
+        paused = [n for n in self.cluster.brokers if self.cluster.is_paused(n)]
         if paused:
             ops.append(self.invoke("resume", paused))
-        down = [n for n in self.backend.brokers if not self.backend.is_running(n)]
+        down = [n for n in self.cluster.brokers if not self.cluster.is_running(n)]
         if down:
             ops.append(self.invoke("start", down))
         return ops

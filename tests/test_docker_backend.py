@@ -19,7 +19,7 @@ from conftest import docker_leftovers, docker_or_skip, free_base_port
 
 from harness.admin import request, try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
-from harness.errors import ConfigError
+from harness.errors import UsageError
 
 pytestmark = pytest.mark.docker
 
@@ -216,7 +216,7 @@ def test_taken_port_is_a_config_error_and_nothing_is_created(client, tmp_path: P
         s.listen(1)
         taken = s.getsockname()[1]
         b = DockerBackend(SPEC, tmp_path / "run-port-clash", port=taken, quiet=True)
-        with pytest.raises(ConfigError, match="address in use"):
+        with pytest.raises(UsageError, match="address in use"):
             b.check_addresses()
         b.teardown()
     assert docker_leftovers(client, b.run_id) == []
@@ -229,7 +229,7 @@ def test_network_clash_is_a_config_error(client, tmp_path: Path):
     squatter = client.networks.create(b.prefix, labels={"isrlab.test": "squatter"})
     try:
         b.check_addresses()
-        with pytest.raises(ConfigError, match="network clash"):
+        with pytest.raises(UsageError, match="network clash"):
             b.start_controller()
     finally:
         b.teardown()

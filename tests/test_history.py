@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.history import History, RunClock, read_history
+from harness.clock import RunClock
+from workloads.history import History, read_history
 
 
 def test_append_and_complete(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from conftest import alive, descendants
 from broker.wire import Connection
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
-from harness.errors import ConfigError, RunIncomplete
+from harness.errors import RunIncomplete, UsageError
 
 SPEC = ClusterSpec(protocol="0.11", brokers=["A", "B"],
                    topics=[{"name": "t", "partitions": 1, "replicas": [["A", "B"]]}])
@@ -38,7 +38,7 @@ def test_addresses(backend) -> None:
     assert backend.address(CONTROLLER) == f"127.0.0.1:{port}"
     assert backend.address("A") == f"127.0.0.2:{port}"
     assert backend.address("B") == f"127.0.0.3:{port}"
-    with pytest.raises(ConfigError):
+    with pytest.raises(UsageError):
         backend.address("Z")
 
 
@@ -87,7 +87,7 @@ def test_port_in_use_is_config_error(backend) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.3", backend.port))
         s.listen()
-        with pytest.raises(ConfigError, match="address in use: 127.0.0.3"):
+        with pytest.raises(UsageError, match="address in use: 127.0.0.3"):
             backend.check_addresses()
 
 
@@ -107,7 +107,7 @@ def test_bad_config_exit_is_config_error(tmp_path: Path, port: int) -> None:
                        topics=[{"name": "t", "partitions": 1, "replicas": [["A"]]}])
     b = make_backend("local", spec, tmp_path, port=port)
     try:
-        with pytest.raises(ConfigError, match="no.such.key"):
+        with pytest.raises(UsageError, match="no.such.key"):
             b.start_controller()
     finally:
         b.teardown()

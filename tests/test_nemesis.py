@@ -6,27 +6,26 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import Backend, ClusterSpec
+from harness.backends import make_backend
+from harness.backends.base import ClusterSpec
+from harness.clock import RunClock
 from harness.errors import RunIncomplete
 from harness.observe import WaitTimeout, wait_for
-from nemesis import Nemesis
-from workloads.history import History, RunClock
+from nemesis import Cluster, Nemesis
+from workloads.history import History, read_history
 
 
-class FakeBackend(Backend):
-    name = "fake"
+class FakeCluster:
+    """A cluster as the nemesis sees it (nemesis.Cluster), no processes behind it."""
 
     def __init__(self) -> None:
-        super().__init__(ClusterSpec("0.11", ["A", "B"], []), Path("."))
+        self.brokers = ["A", "B"]
         self.running = {"A", "B"}
         self.paused: set[str] = set()
         self.calls: list[tuple[str, str]] = []
 
     def _call(self, f: str, node: str) -> None:
         self.calls.append((f, node))
-
-    def check_addresses(self) -> None: ...
-    def start_controller(self) -> None: ...
 
     def start(self, node: str) -> None:
         if node == "B" and ("fail", "B") in self.calls:
@@ -56,8 +55,11 @@ class FakeBackend(Backend):
         self._call("power-cycle", node)
         self.running.discard(node)
 
-    def address(self, node: str) -> str:
-        return "127.0.0.2:1"
+    def partition(self, grudge: dict[str, list[str]]) -> None:
+        raise NotImplementedError("the fake cluster cannot partition the network")
+
+    def heal(self) -> None:
+        raise NotImplementedError("the fake cluster cannot partition the network")
 
     def is_running(self, node: str) -> bool:
         return node in self.running
@@ -65,13 +67,22 @@ class FakeBackend(Backend):
     def is_paused(self, node: str) -> bool:
         return node in self.paused
 
-    def collect_logs(self, run_dir: Path) -> None: ...
-    def teardown(self) -> None: ...
+
+def test_backends_and_the_fake_are_clusters(tmp_path: Path) -> None:
+    """The harness's backends satisfy what the nemesis declares it needs."""
+    spec = ClusterSpec("0.11", ["A", "B"], [])
+    assert isinstance(FakeCluster(), Cluster)
+    assert isinstance(make_backend("local", spec, tmp_path), Cluster)
+    pytest.importorskip("docker")
+    from harness.backends.docker import DockerBackend  # constructing it starts nothing
+
+    assert isinstance(DockerBackend(spec, tmp_path / "run-x"), Cluster)
+    assert not isinstance(object(), Cluster)
 
 
 @pytest.fixture
 def setup(tmp_path: Path):
-    b = FakeBackend()
+    b = FakeCluster()
     h = History(tmp_path / "h.jsonl", RunClock())
     drained: list[str] = []
     return b, h, Nemesis(b, h, before_fault=drained.append), drained
@@ -84,9 +95,10 @@ def test_op_pairs_and_windows(setup) -> None:
     n.invoke("start", ["B"])
     n.invoke("kill", ["A"])
     n.invoke("power-cycle", ["B"])
-    assert [(o["process"], o["type"], o["f"], o["value"]) for o in h.ops[:2]] == [
+    ops = read_history(h.path)
+    assert [(o["process"], o["type"], o["f"], o["value"]) for o in ops[:2]] == [
         ("nemesis", "invoke", "pause", ["A"]), ("nemesis", "info", "pause", ["A"])]
-    assert all(o["process"] == "nemesis" for o in h.ops) and len(h.ops) == 10
+    assert all(o["process"] == "nemesis" for o in ops) and len(ops) == 10
     assert drained == ["B", "A", "B"]  # before every kill/stop/power-cycle
     kinds = [(w.node, w.kind, w.fault, w.end is not None) for w in n.windows]
     assert kinds == [("A", "paused", "pause", True), ("B", "down", "kill", True),
@@ -108,14 +120,15 @@ def test_failed_fault_is_recorded_then_raised(setup) -> None:
     n.invoke("kill", ["B"])
     with pytest.raises(RunIncomplete):
         n.invoke("start", ["B"])
-    assert h.ops[-1]["type"] == "info" and "before it was ready" in h.ops[-1]["error"]
+    ops = read_history(h.path)
+    assert ops[-1]["type"] == "info" and "before it was ready" in ops[-1]["error"]
 
 
 def test_network_faults_not_on_this_backend(setup) -> None:
     _, h, n, _ = setup
     with pytest.raises(NotImplementedError):
         n.partition({"A": ["B"], "B": ["A"]})
-    assert [(o["type"], o["f"], o["value"]) for o in h.ops] == [
+    assert [(o["type"], o["f"], o["value"]) for o in read_history(h.path)] == [
         ("invoke", "partition", {"A": ["B"], "B": ["A"]}),
         ("info", "partition", {"A": ["B"], "B": ["A"]})]
     with pytest.raises(ValueError):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.errors import UsageError
 from harness.scenario import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
 from harness.yamlloc import ScenarioError
 
@@ -114,7 +114,7 @@ def test_errors_name_file_and_line(tmp_path: Path, old: str, new: str, line: int
     assert err.line == line, str(err)
     assert what in err.message, str(err)
     assert str(err).startswith(f"{tmp_path / 's.yaml'}:{line}: ")
-    assert isinstance(err, ConfigError) and err.exit_code == 2
+    assert isinstance(err, UsageError) and err.exit_code == 2
 
 
 def test_not_a_mapping_and_empty(tmp_path: Path) -> None:
@@ -124,9 +124,9 @@ def test_not_a_mapping_and_empty(tmp_path: Path) -> None:
 
 def test_find_scenario(tmp_path: Path) -> None:
     assert find_scenario("kip101-hw-truncation-loss").name == "kip101-hw-truncation-loss.yaml"
-    with pytest.raises(ConfigError, match="unknown scenario 'nope'; known: kip101"):
+    with pytest.raises(UsageError, match="unknown scenario 'nope'; known: kip101"):
         find_scenario("nope")
-    with pytest.raises(ConfigError, match="no scenario file"):
+    with pytest.raises(UsageError, match="no scenario file"):
         find_scenario(str(tmp_path / "missing.yaml"))
     assert find_scenario(str(write(tmp_path, GOOD))) == tmp_path / "s.yaml"
 

@@ -2,7 +2,7 @@
 
 A poll is a read: it changes nothing on the broker, so any error completes it
 as `fail` (Jepsen treats reads that way). Records go into the history as
-[[offset, value], ...] with the HW the leader reported (DESIGN.md).
+[[offset, value], ...] with the HW the leader reported (docs/run-directory.md).
 """
 
 from __future__ import annotations

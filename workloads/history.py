@@ -1,48 +1,40 @@
 """The Jepsen history recorder: history.jsonl, one operation per line.
 
 Every op is written and flushed the moment it happens, so a run that crashes
-still leaves a checkable prefix (DESIGN.md). Times are ns since the run started,
-on the wall clock, because broker events (events.jsonl) carry wall-clock times
-and both must share one axis.
+still leaves a checkable prefix (docs/run-directory.md). Times are ns since the run started,
+read from the run's clock (the harness's RunClock, on the wall clock, because
+broker events in events.jsonl carry wall-clock times and both must share one axis).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from contract import OP_TYPES
 
 INVOKE, OK, FAIL, INFO = OP_TYPES
 
 
-class RunClock:
-    """ns since the run started; converts the brokers' unix-ns event times."""
+class Clock(Protocol):
+    """What the history needs of a clock: ns since the run started (the harness's
+    RunClock, or any stand-in)."""
 
-    def __init__(self, start_unix_ns: int | None = None) -> None:
-        self.start_unix_ns = time.time_ns() if start_unix_ns is None else start_unix_ns
-
-    def now(self) -> int:
-        return time.time_ns() - self.start_unix_ns
-
-    def from_unix(self, unix_ns: int) -> int:
-        return unix_ns - self.start_unix_ns
+    def now(self) -> int: ...
 
 
 class History:
-    """Thread-safe append-only recorder. `ops` keeps an in-memory copy for the run's
-    own summary; the file is the record."""
+    """Thread-safe append-only recorder; the file is the record (read it back
+    with `read_history`)."""
 
-    def __init__(self, path: Path, clock: RunClock) -> None:
+    def __init__(self, path: Path, clock: Clock) -> None:
         self.path = path
         self.clock = clock
         self._lock = threading.Lock()
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
         self._index = 0
-        self.ops: list[dict[str, Any]] = []
 
     def append(
         self, process: int | str, type: str, f: str, value: Any = None, **fields: Any
@@ -62,7 +54,6 @@ class History:
             self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
             self._file.flush()
             self._index += 1
-            self.ops.append(op)
             return op
 
     def invoke(self, process: int | str, f: str, value: Any = None, **fields: Any) -> dict:

@@ -1,4 +1,5 @@
-"""Cluster backends, by name. `docker` and `ssh` slot in here (issue 4)."""
+"""Cluster backends, by name: `local` (subprocesses on 127.0.0.x) and `docker`
+(one container per node). A new backend is one more entry in BACKENDS."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend, ClusterSpec
-from harness.errors import ConfigError
+from harness.errors import UsageError
 
 # name -> "module:Class"; imported lazily so a backend's dependencies (the docker
-# SDK, paramiko) are only needed when that backend is used.
+# SDK) are only needed when that backend is used.
 BACKENDS: dict[str, str] = {
     "local": "harness.backends.local:LocalBackend",
     "docker": "harness.backends.docker:DockerBackend",
@@ -21,14 +22,14 @@ def make_backend(name: str, spec: ClusterSpec, run_dir: Path, **options: Any) ->
     try:
         target = BACKENDS[name]
     except KeyError:
-        raise ConfigError(
+        raise UsageError(
             f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}"
         ) from None
     module, _, cls = target.partition(":")
     try:
         backend_cls = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError) as e:
-        raise ConfigError(f"backend {name!r} is not available: {e}") from None
+        raise UsageError(f"backend {name!r} is not available: {e}") from None
     return backend_cls(spec, run_dir, **options)
 
 

@@ -9,20 +9,37 @@ beyond the readiness check. Node names are the broker ids of the scenario ("A",
 Network faults are `partition()`/`heal()`: the local backend asks each process
 to cut itself off (the broker's `net-block`), the docker backend uses iptables;
 a backend that cannot do either keeps the default, which refuses.
+
+A Backend is what the nemesis drives: it satisfies `nemesis.Cluster` (nemesis
+declares what it needs and never imports the harness).
+
+Readiness is one policy for every backend (`_wait_ready`): poll until the node
+answers `status`; a node that exits first is a usage error if the process
+refused its configuration (exit 2) or its address (exit 3, "address in use"),
+else an incomplete run, with the last LOG_TAIL_LINES lines of its log. A backend
+supplies only how to see that its process exited, its exit status, and its log.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.admin import try_status
+from harness.errors import RunIncomplete, UsageError
 
 CONTROLLER = "controller"
+LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready
+
+# Exit statuses of a broker or controller process (broker.process.run_main) that
+# mean "your configuration", not "the run failed".
+_EXIT_BAD_CONFIG = 2
+_EXIT_ADDRESS_IN_USE = 3
 
 
 def address_free(addr: str) -> bool:
@@ -66,6 +83,7 @@ class Backend(ABC):
     (the events collector and the clients call them)."""
 
     name: str = "abstract"
+    start_timeout: float = 20.0  # seconds a starting node has to answer `status`
 
     def __init__(self, spec: ClusterSpec, run_dir: Path) -> None:
         self.spec = spec
@@ -88,12 +106,12 @@ class Backend(ABC):
     # -- lifecycle ---------------------------------------------------------
 
     def check_addresses(self) -> None:
-        """Raise ConfigError (exit 2) if any address a node needs on this host is
+        """Raise UsageError (exit 2) if any address a node needs on this host is
         taken; call before starting."""
         for node in self.nodes:
             addr = self.address(node)
             if not address_free(addr):
-                raise ConfigError(f"address in use: {addr} (needed by {node}); try --port")
+                raise UsageError(f"address in use: {addr} (needed by {node}); try --port")
 
     @abstractmethod
     def start_controller(self) -> None:
@@ -102,6 +120,54 @@ class Backend(ABC):
     @abstractmethod
     def start(self, node: str) -> None:
         """Start a broker and return once its `status` answers (RunIncomplete otherwise)."""
+
+    def _wait_ready(self, node: str) -> None:
+        """Return once the just-started `node` answers `status`; raise UsageError or
+        RunIncomplete (with its log's tail) if it exits first or takes longer than
+        `start_timeout`. Every backend's `start` ends here."""
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self._has_exited(node):
+                code = self._exit_status(node)
+                tail = self._log_tail(node)
+                last = tail.splitlines()[-1] if tail else ""
+                if code == _EXIT_BAD_CONFIG or (
+                    code == _EXIT_ADDRESS_IN_USE and "address in use" in last
+                ):
+                    # The process itself refused its config or its address: a
+                    # configuration error, not a failed run.
+                    raise UsageError(f"{node} exited with status {code}: {last}")
+                raise RunIncomplete(
+                    f"{node} exited with status {code} before it was ready; "
+                    f"last lines of {self._log_name(node)}:\n{tail}"
+                )
+            if try_status(self.address(node), timeout=0.5) is not None:
+                return
+            if time.monotonic() > deadline:
+                raise RunIncomplete(
+                    f"{node} did not answer status within {self.start_timeout:.0f}s; "
+                    f"last lines of {self._log_name(node)}:\n{self._log_tail(node)}"
+                )
+            time.sleep(0.05)
+
+    # What _wait_ready asks of a backend.
+
+    @abstractmethod
+    def _has_exited(self, node: str) -> bool:
+        """The node's process has exited, as of now (not a cached state)."""
+
+    @abstractmethod
+    def _exit_status(self, node: str) -> int | None:
+        """The exit status of the node's exited process (None if unknown), reaping
+        whatever the backend keeps of it."""
+
+    @abstractmethod
+    def _log_tail(self, node: str) -> str:
+        """The last LOG_TAIL_LINES lines of the node's log ("" if unreadable)."""
+
+    @abstractmethod
+    def _log_name(self, node: str) -> str:
+        """How an error message names the node's log (a path, "its container log")."""
 
     @abstractmethod
     def stop(self, node: str) -> int | None:
@@ -123,7 +189,7 @@ class Backend(ABC):
     def power_cycle(self, node: str) -> None:
         """Kill and lose every byte not fsynced; the node stays down until `start`."""
 
-    # -- network faults (issue 4) -------------------------------------------
+    # -- network faults ------------------------------------------------------
 
     def partition(self, grudge: dict[str, list[str]]) -> None:
         """Cut links: grudge[node] = the nodes it must not hear from (nodes absent
@@ -157,7 +223,8 @@ class Backend(ABC):
         return self.is_running(node) and not self.is_paused(node)
 
     def data_dir(self, node: str) -> Path | None:
-        """The node's data directory, readable by the harness, or None (remote backends)."""
+        """The node's data directory, readable by the harness (docker: a copy taken
+        now), or None if the harness cannot read it."""
         return None
 
     @abstractmethod

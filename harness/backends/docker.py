@@ -35,8 +35,8 @@ import docker.errors
 import docker.models.containers
 import requests.exceptions
 
-from harness.admin import try_status
-from harness.backends.base import CONTROLLER, Backend, ClusterSpec
+from contract import LOGS
+from harness.backends.base import CONTROLLER, LOG_TAIL_LINES, Backend, ClusterSpec
 from harness.docker_image import (
     DockerUnavailable,
     clean_leftovers,
@@ -44,7 +44,7 @@ from harness.docker_image import (
     ensure_images,
     run_labels,
 )
-from harness.errors import ConfigError, RunIncomplete
+from harness.errors import RunIncomplete, UsageError, one_line
 
 Container = docker.models.containers.Container
 
@@ -52,7 +52,6 @@ NODE_PORT = 9092
 CONFIG_DIR = "/etc/isrlab"
 DATA_DIR = "/data"
 LABEL_NODE = "isrlab.node"
-LOG_TAIL_LINES = 15
 STATE_TTL = 0.25  # seconds a cached container state is trusted by is_running()
 
 # The container's entrypoint: apply this node's partition rules (put there before a
@@ -77,10 +76,6 @@ _DROP_UNSYNCED = (
 def _name_part(s: str) -> str:
     """Docker object names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*."""
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", s).strip("-.") or "x"
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -135,7 +130,7 @@ class DockerBackend(Backend):
         self.prefix = f"isrlab-{_name_part(self.run_id)}"
         aliases = [self.alias(n) for n in self.nodes]
         if len(set(aliases)) != len(aliases):
-            raise ConfigError(f"broker names collide as host names: {', '.join(self.brokers)}")
+            raise UsageError(f"broker names collide as host names: {', '.join(self.brokers)}")
         self._client: docker.client.DockerClient | None = None
         self._probe: docker.client.DockerClient | None = None  # other threads' client
         self._network: Any = None
@@ -158,7 +153,7 @@ class DockerBackend(Backend):
         try:
             return self.port + 1 + self.spec.brokers.index(node)
         except ValueError:
-            raise ConfigError(f"unknown node {node!r}") from None
+            raise UsageError(f"unknown node {node!r}") from None
 
     def address(self, node: str) -> str:
         return f"127.0.0.1:{self.host_port(node)}"
@@ -189,11 +184,11 @@ class DockerBackend(Backend):
         name = self.prefix
         # The engine's name filter matches substrings; compare exactly.
         if any(n.name == name for n in client.networks.list(names=[name])):
-            raise ConfigError(f"docker network {name} already exists (network clash)")
+            raise UsageError(f"docker network {name} already exists (network clash)")
         try:
             self._network = client.networks.create(name, driver="bridge", labels=self.labels)
         except docker.errors.APIError as e:
-            raise ConfigError(f"cannot create docker network {name}: {_one_line(e)}") from e
+            raise UsageError(f"cannot create docker network {name}: {one_line(e)}") from e
         return self._network
 
     def _command(self, node: str) -> list[str]:
@@ -242,7 +237,7 @@ class DockerBackend(Backend):
                 "/", _tar({"etc/isrlab/cluster.json": config_path.read_bytes()})
             )
         except docker.errors.APIError as e:
-            raise RunIncomplete(f"cannot create the {node} container: {_one_line(e)}") from e
+            raise RunIncomplete(f"cannot create the {node} container: {one_line(e)}") from e
         entry = _Node(container, host_port, volume)
         with self._lock:
             self._nodes[node] = entry
@@ -303,38 +298,21 @@ class DockerBackend(Backend):
         try:
             entry.container.start()
         except docker.errors.APIError as e:
-            msg = _one_line(e)
+            msg = one_line(e)
             if "allocated" in msg or "address already in use" in msg:
-                raise ConfigError(f"address in use: {self.address(node)} (needed by {node})") \
+                raise UsageError(f"address in use: {self.address(node)} (needed by {node})") \
                     from e
             raise RunIncomplete(f"cannot start {node}: {msg}") from e
         self._set_state(node, "running")
         self._refresh_ip(node)
         self._wait_ready(node)
 
-    def _wait_ready(self, node: str) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            if try_status(self.address(node), timeout=0.5) is not None:
-                return
-            if self._state(node, fresh=True) not in ("running", "paused"):
-                code = self._exit_code(node)
-                tail = self._log_tail(node)
-                last = tail.splitlines()[-1] if tail else ""
-                if code == 2 or (code == 3 and "address in use" in last):
-                    raise ConfigError(f"{node} exited with status {code}: {last}")
-                raise RunIncomplete(
-                    f"{node} exited with status {code} before it was ready; "
-                    f"last lines of its container log:\n{tail}"
-                )
-            if time.monotonic() > deadline:
-                raise RunIncomplete(
-                    f"{node} did not answer status within {self.start_timeout:.0f}s; "
-                    f"last lines of its container log:\n{self._log_tail(node)}"
-                )
-            time.sleep(0.05)
+    # -- what the readiness wait (Backend._wait_ready) asks -------------------
 
-    def _exit_code(self, node: str) -> int | None:
+    def _has_exited(self, node: str) -> bool:
+        return self._state(node, fresh=True) not in ("running", "paused")
+
+    def _exit_status(self, node: str) -> int | None:
         try:
             return self._nodes[node].container.wait(timeout=5)["StatusCode"]
         except Exception:  # noqa: BLE001 - only used to word an error message
@@ -346,6 +324,9 @@ class DockerBackend(Backend):
         except docker.errors.APIError:
             return ""
         return raw.decode(errors="replace").rstrip("\n")
+
+    def _log_name(self, node: str) -> str:
+        return "its container log"
 
     def _running_entry(self, node: str, what: str) -> _Node:
         state = self._state(node, fresh=True)
@@ -366,7 +347,7 @@ class DockerBackend(Backend):
             entry.container.kill(signal=sig)
         except docker.errors.APIError as e:
             if self._state(node, fresh=True) in ("running", "paused"):
-                raise RunIncomplete(f"cannot send {sig} to {node}: {_one_line(e)}") from e
+                raise RunIncomplete(f"cannot send {sig} to {node}: {one_line(e)}") from e
         try:
             code = entry.container.wait(timeout=timeout)["StatusCode"]
         except (requests.exceptions.RequestException, docker.errors.APIError):
@@ -434,7 +415,7 @@ class DockerBackend(Backend):
         for node, peers in grudge.items():
             for n in (node, *peers):
                 if n not in self.nodes:
-                    raise ConfigError(f"unknown node {n!r} in partition")
+                    raise UsageError(f"unknown node {n!r} in partition")
         self._grudge = {n: sorted(set(p)) for n, p in grudge.items() if p}
         self._sync_all_rules()
 
@@ -463,7 +444,7 @@ class DockerBackend(Backend):
         result = entry.container.exec_run(["sh", "-e", "-c", self._rules(node)])
         if result.exit_code != 0:
             raise RunIncomplete(
-                f"iptables in {node} failed: {_one_line(result.output.decode(errors='replace'))}"
+                f"iptables in {node} failed: {one_line(result.output.decode(errors='replace'))}"
             )
         entry.rules_pending = False
 
@@ -514,7 +495,7 @@ class DockerBackend(Backend):
 
         Teardown calls this before it removes the containers; a later call finds
         nothing left and keeps what was saved."""
-        logs = run_dir / "logs"
+        logs = run_dir / LOGS
         for node, entry in list(self._nodes.items()):
             try:
                 raw = entry.container.logs(stdout=True, stderr=True)

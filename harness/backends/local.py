@@ -20,10 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from broker.wire import Connection, WireError
+from contract import LOGS
 from harness import reaper
-from harness.backends.base import CONTROLLER, Backend, ClusterSpec, address_free
-from harness.errors import ConfigError, RunIncomplete
+from harness.backends.base import (
+    CONTROLLER,
+    LOG_TAIL_LINES,
+    Backend,
+    ClusterSpec,
+    address_free,
+)
+from harness.errors import RunIncomplete, UsageError
 
 # Runs in the child before the broker: asks the kernel to SIGKILL it if the
 # harness dies without cleaning up (even by SIGKILL), then execs the real
@@ -35,8 +41,6 @@ _PDEATHSIG = (
     "if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
-
-LOG_TAIL_LINES = 15
 
 
 @dataclass
@@ -89,14 +93,14 @@ class LocalBackend(Backend):
         try:
             i = self.spec.brokers.index(node)
         except ValueError:
-            raise ConfigError(f"unknown node {node!r}") from None
+            raise UsageError(f"unknown node {node!r}") from None
         return f"{self.host_prefix}{i + 2}:{self.port}"
 
     def data_dir(self, node: str) -> Path:
         return self.run_dir / "data" / node
 
     def log_path(self, node: str) -> Path:
-        return self.run_dir / "logs" / f"{node}.log"
+        return self.run_dir / LOGS / f"{node}.log"
 
     # -- state -------------------------------------------------------------
 
@@ -147,7 +151,7 @@ class LocalBackend(Backend):
             raise RunIncomplete(f"cannot start {node}: it is already running")
         addr = self.address(node)
         if not address_free(addr):
-            raise ConfigError(f"address in use: {addr} (needed by {node})")
+            raise UsageError(f"address in use: {addr} (needed by {node})")
         self.data_dir(node).mkdir(parents=True, exist_ok=True)
         log_path = self.log_path(node)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,42 +175,25 @@ class LocalBackend(Backend):
         reaper.register(popen.pid)
         with self._lock:
             self._procs[node] = _Proc(popen, log)
-        self._wait_ready(node, popen)
+        self._wait_ready(node)
         if self._grudge.get(node):
             self._net_block(node, self._grudge[node])  # a partition outlives a restart
 
-    def _wait_ready(self, node: str, popen: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        conn = Connection(self.address(node), timeout=0.5)
-        try:
-            while True:
-                code = popen.poll()
-                if code is not None:
-                    self._reap(node)
-                    tail = log_tail(self.log_path(node))
-                    last = tail.splitlines()[-1] if tail else ""
-                    if code == 2 or (code == 3 and "address in use" in last):
-                        # The process itself refused its config or its address:
-                        # a configuration error, not a failed run.
-                        raise ConfigError(f"{node} exited with status {code}: {last}")
-                    raise RunIncomplete(
-                        f"{node} exited with status {code} before it was ready; "
-                        f"last lines of {self.log_path(node)}:\n{tail}"
-                    )
-                try:
-                    reply = conn.request({"type": "status"}, timeout=0.5)
-                    if reply.get("error") is None:
-                        return
-                except WireError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RunIncomplete(
-                        f"{node} did not answer status within {self.start_timeout:.0f}s; "
-                        f"last lines of {self.log_path(node)}:\n{log_tail(self.log_path(node))}"
-                    )
-                time.sleep(0.05)
-        finally:
-            conn.close()
+    # -- what the readiness wait (Backend._wait_ready) asks -------------------
+
+    def _has_exited(self, node: str) -> bool:
+        with self._lock:
+            proc = self._procs.get(node)
+        return proc is None or proc.popen.poll() is not None
+
+    def _exit_status(self, node: str) -> int | None:
+        return self._reap(node)
+
+    def _log_tail(self, node: str) -> str:
+        return log_tail(self.log_path(node))
+
+    def _log_name(self, node: str) -> str:
+        return str(self.log_path(node))
 
     def _signal(self, node: str, sig: signal.Signals) -> _Proc:
         with self._lock:

@@ -1,0 +1,95 @@
+"""Who may import whom among isrlab's packages (harness/__init__.py, "Layering").
+
+Every import statement counts, also those inside functions and under
+TYPE_CHECKING: a layer must not even name a layer above it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("broker", "contract", "workloads", "nemesis", "checker", "reports", "harness")
+
+# package -> the packages of ours it must not import
+FORBIDDEN: dict[str, set[str]] = {
+    "broker": set(PACKAGES) - {"broker"},
+    "contract": set(PACKAGES) - {"contract", "broker"},
+    "workloads": {"nemesis", "harness", "checker", "reports"},
+    "nemesis": {"harness", "checker", "reports"},
+    "checker": {"harness", "reports"},
+    "reports": {"harness"},
+    "harness": set(),  # but see test_only_the_cli_wires_in_checker_and_reports
+}
+# The one harness module that hands runs to the checker and renders reports.
+WIRING = "harness/cli.py"
+
+# (module file, imported package) pairs that break the rules above today, each
+# to be fixed in its own folder. Empty: none does.
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted(p for p in (ROOT / package).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The top-level packages of ours that the module at `path` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    own = path.relative_to(ROOT).parts[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: stays inside its own package
+                found.add(own)
+            elif node.module:
+                found.add(node.module.split(".")[0])
+    return found & set(PACKAGES)
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_imports_no_layer_above(package: str) -> None:
+    assert _modules(package), f"no modules found under {package}/"
+    bad = sorted(
+        (_rel(path), dep)
+        for path in _modules(package)
+        for dep in _imported_packages(path) & FORBIDDEN[package]
+        if (_rel(path), dep) not in KNOWN_EXCEPTIONS
+    )
+    assert bad == [], f"{package} imports a layer it must not: {bad}"
+
+
+def test_only_the_cli_wires_in_checker_and_reports() -> None:
+    wiring = sorted(
+        _rel(path)
+        for path in _modules("harness")
+        if _imported_packages(path) & {"checker", "reports"}
+    )
+    assert wiring == [WIRING]
+
+
+def test_nemesis_and_workloads_load_without_the_harness() -> None:
+    """Importing them for real (a fresh interpreter) pulls in no harness, checker
+    or reports module, not even through a dependency."""
+    modules = [_rel(p)[:-3].replace("/", ".").removesuffix(".__init__")
+               for pkg in ("nemesis", "workloads") for p in _modules(pkg)]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in ('harness', 'checker', 'reports')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"
