@@ -23,6 +23,7 @@ from checker.spark import DEFAULT_MASTER
 from contract import PROTOCOLS
 from harness import reaper
 from harness.backends import BACKENDS
+from harness.backends.base import MAX_PORT
 from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
 from harness.progress import Progress
 from harness.runner import RunOptions, run_scenario
@@ -37,6 +38,29 @@ class _Parser(argparse.ArgumentParser):
                   if " " in self.prog else f"isrlab: error: {message}\n")
 
 
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1..65535 (0 would let the nodes pick ports the
+    harness never learns)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= n <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"port {n} is out of range; give 1..{MAX_PORT}")
+    return n
+
+
+def _seed(text: str) -> int:
+    """An argparse type: a non-negative integer."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"seed {n} is negative; give an integer >= 0")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="isrlab", description="Fault-injection harness for Kafka's "
                                            "replication protocol.")
@@ -48,11 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario", metavar="NAME|PATH")
     r.add_argument("--protocol", required=True, choices=PROTOCOLS)
     r.add_argument("--backend", default="local", choices=sorted(BACKENDS))
-    r.add_argument("--seed", type=int)
+    r.add_argument("--seed", type=_seed, help="an integer >= 0 (default: random)")
     r.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    r.add_argument("--port", type=int, default=19092,
+    r.add_argument("--port", type=_port, default=19092,
                    help="local: the port of every node (one 127.0.0.x address each); "
-                        "docker: the first host port mapped")
+                        "docker: the first of one host port per node (P..P+brokers)")
     r.add_argument("--base-image", metavar="IMAGE",
                    help="docker: build the broker image on this base (e.g. python:3.11-slim) "
                         "instead of the debootstrapped one")
@@ -77,8 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--base-image", metavar="IMAGE", help="e.g. python:3.11-slim")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     cl = dsub.add_parser("clean", help="remove containers, networks and volumes of "
-                                       "crashed runs")
+                                       "runs whose isrlab process is gone")
     cl.add_argument("--images", action="store_true", help="also remove stale broker images")
+    cl.add_argument("--force", action="store_true",
+                    help="remove every run's objects, also of runs still going or of "
+                         "another host")
     return p
 
 
@@ -258,12 +285,33 @@ def cmd_docker(args: argparse.Namespace) -> int:
         print(docker_image.ensure_images(args.base_image, quiet=args.quiet,
                                          progress=progress.line))
         return 0
-    removed = docker_image.clean_leftovers()
-    line = ", ".join(f"{n} {kind}" for kind, n in removed.items())
+    runs, errors = docker_image.sweep_leftovers(force=args.force)
+    total = {"containers": 0, "networks": 0, "volumes": 0}
+    for r in runs:
+        if r.removed:
+            print(f"removed run {r.run_id} ({_counts(r.counts, zeros=False)}): {r.why}")
+            total = {k: n + r.counts[k] for k, n in total.items()}
+        else:
+            print(f"kept run {r.run_id}: {r.why}")
+    kept = len({r.run_id for r in runs if not r.removed})
+    line = f"removed {_counts(total)}"
+    if kept:
+        line += f"; kept {kept} run{'' if kept == 1 else 's'} still going or not checkable"
+    print(line)
     if args.images:
-        line += f", {len(docker_image.prune_images())} stale broker images"
-    print(f"removed {line}")
+        images = docker_image.prune_images()
+        print(f"removed {len(images)} stale broker image{'' if len(images) == 1 else 's'}")
+    if errors:
+        raise docker_image.DockerImageError(
+            f"could not remove {len(errors)} isrlab object(s): {errors[0]}")
     return 0
+
+
+def _counts(counts: dict[str, int], zeros: bool = True) -> str:
+    """{"containers": 1, "networks": 2, "volumes": 0} -> "1 container, 2 networks"
+    (", 0 volumes" with `zeros`)."""
+    return ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for kind, n in counts.items()
+                     if n or zeros) or "nothing left"
 
 
 if __name__ == "__main__":

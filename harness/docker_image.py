@@ -12,8 +12,10 @@ Two images:
   `broker/` and the base image id, so editing the broker rebuilds it and nothing
   else does.
 
-Everything isrlab starts at run time carries the label `isrlab.run=<run-id>`;
-`clean_leftovers()` removes whatever a crashed run left behind.
+Everything isrlab starts at run time carries the label `isrlab.run=<run-id>` and
+its owner (`harness.owner`: host, pid, start time); `sweep_leftovers()` removes what
+runs whose owner is gone left behind and keeps the rest, `clean_leftovers()`
+removes one run's objects (its own teardown).
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ import tarfile
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import docker.client
 import docker.errors
+import docker.models.containers
 import requests.exceptions
 
 import broker
 from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
+from harness.owner import Liveness, Owner, liveness_of
 
 LABEL_RUN = "isrlab.run"
 LABEL_IMAGE = "isrlab.image"
@@ -91,16 +96,19 @@ def _eprint(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def run_labels(run_id: str) -> dict[str, str]:
-    """Labels every container, network and volume of run `run_id` must carry."""
-    return {LABEL_RUN: run_id}
+def run_labels(run_id: str, owner: Owner | None = None) -> dict[str, str]:
+    """Labels every container, network and volume of run `run_id` must carry: the
+    run and its owner (this process unless given)."""
+    return {LABEL_RUN: run_id, **(owner or Owner.this_process()).labels()}
 
 
-def docker_client() -> docker.client.DockerClient:
-    """A client for the engine in the environment (DOCKER_HOST or the local socket)."""
+def docker_client(timeout: float | None = None) -> docker.client.DockerClient:
+    """A client for the engine in the environment (DOCKER_HOST or the local socket);
+    `timeout` seconds per request (the SDK's default 60 if None)."""
     where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     try:
-        client = docker.client.DockerClient.from_env()
+        kwargs = {} if timeout is None else {"timeout": timeout}
+        client = docker.client.DockerClient.from_env(**kwargs)
         client.ping()
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
         raise DockerUnavailable(f"no Docker engine reachable at {where}: {e}") from e
@@ -484,6 +492,107 @@ def clean_leftovers(
     if errors:
         raise DockerImageError(f"could not remove {len(errors)} isrlab objects: {errors[0]}")
     return removed
+
+
+@dataclass
+class RunSweep:
+    """What `sweep_leftovers` did with one run's objects (of one owner), and why."""
+
+    run_id: str
+    removed: bool
+    why: str  # "owner pid 1234 on host H is alive", ...
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"containers": 0, "networks": 0, "volumes": 0}
+    )
+
+
+def _labels(item: Any) -> dict[str, str]:
+    if isinstance(item, docker.models.containers.Container):
+        return item.labels or {}
+    return item.attrs.get("Labels") or {}
+
+
+def sweep_leftovers(
+    force: bool = False,
+    run_id: str | None = None,
+    client: docker.client.DockerClient | None = None,
+) -> tuple[list[RunSweep], list[str]]:
+    """Remove the containers, networks and volumes of runs whose owner is gone (every
+    run's with `force`); keep those of a live owner, or of one on another host or in
+    another PID namespace that cannot be checked from here. Objects without owner
+    labels (older isrlab) count as orphaned. `run_id` limits the sweep to one run.
+
+    Returns one RunSweep per run (and owner) in run order, and the errors of
+    removals that failed (each "container NAME: message")."""
+    own = client is None
+    client = client or docker_client()
+    filters = {"label": LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"}
+    runs: dict[tuple[str, bool, str], RunSweep] = {}
+    errors: list[str] = []
+    try:
+        # Containers first: a network or volume in use cannot be removed.
+        for kind, items, remove in (
+            ("containers", client.containers.list(all=True, filters=filters), _remove_container),
+            ("networks", client.networks.list(filters=filters), lambda n: n.remove()),
+            ("volumes", client.volumes.list(filters=filters), lambda v: v.remove(force=True)),
+        ):
+            for item in items:
+                labels = _labels(item)
+                liveness, why = liveness_of(labels)
+                gone = force or liveness is Liveness.GONE
+                if force and liveness is not Liveness.GONE:
+                    why = f"--force, although {why}"
+                elif liveness is Liveness.UNKNOWN:
+                    why = f"{why}; --force removes it"
+                run = labels.get(LABEL_RUN, "?")
+                entry = runs.setdefault((run, gone, why), RunSweep(run, gone, why))
+                if not gone:
+                    entry.counts[kind] += 1
+                    continue
+                try:
+                    remove(item)
+                    entry.counts[kind] += 1
+                except docker.errors.NotFound:
+                    pass  # gone meanwhile (its own teardown)
+                except docker.errors.APIError as e:
+                    errors.append(f"{kind[:-1]} {item.name}: {one_line(e)}")
+    finally:
+        if own:
+            client.close()
+    return sorted(runs.values(), key=lambda r: (r.run_id, not r.removed)), errors
+
+
+def port_holder(port: int, client: docker.client.DockerClient | None = None) -> str | None:
+    """Which isrlab container publishes host port `port`, in words with what to do
+    about it (for an "address in use" error); None if none does or no engine answers."""
+    own = client is None
+    try:
+        client = client or docker_client(timeout=5)
+    except DockerImageError:
+        return None
+    try:
+        for c in client.containers.list(filters={"label": LABEL_RUN}):
+            ports = (c.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+            bound = {b.get("HostPort") for bs in ports.values() if bs for b in bs}
+            if str(port) not in bound:
+                continue
+            run = c.labels.get(LABEL_RUN, "?")
+            liveness, why = liveness_of(c.labels)
+            if liveness is Liveness.GONE:
+                return (f"container {c.name} of run {run} holds it and {why}: "
+                        "`isrlab docker clean` removes it")
+            if liveness is Liveness.ALIVE:
+                return (f"container {c.name} of run {run} holds it and that run is still "
+                        f"going ({why}): try another --port")
+            return (f"container {c.name} of run {run} holds it ({why}): "
+                    "`isrlab docker clean --force` removes it if that run is over, "
+                    "or try another --port")
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return None
+    finally:
+        if own:
+            client.close()
+    return None
 
 
 def prune_images(

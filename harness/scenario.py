@@ -64,12 +64,19 @@ def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
     """A path if it looks like one (has a / or ends in .yaml/.yml), else a shipped name."""
     if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
         path = Path(name_or_path)
+        if path.is_dir():
+            raise UsageError(f"{name_or_path} is a directory, not a scenario file; "
+                             "give the path of a .yaml file")
         if not path.is_file():
-            raise UsageError(f"no scenario file {name_or_path}")
+            raise UsageError(f"no scenario file {name_or_path}" if not path.exists() else
+                             f"{name_or_path} is not a regular file, not a scenario file")
         return path
     path = directory / f"{name_or_path}.yaml"
     if not path.is_file():
         known = ", ".join(p.stem for p in sorted(directory.glob("*.yaml")))
+        if Path(name_or_path).is_dir():
+            raise UsageError(f"{name_or_path} is a directory, not a scenario file, and no "
+                             f"shipped scenario has that name; known: {known}")
         raise UsageError(f"unknown scenario {name_or_path!r}; known: {known}")
     return path
 

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.errors import UsageError
+from harness.errors import UsageError, one_line
 
 
 class ScenarioError(UsageError):
@@ -74,12 +74,24 @@ def _convert(node: Node, path: Path, loader: _Loader) -> Any:
     return loader.construct_object(node)
 
 
+def decode_utf8(path: Path, raw: bytes) -> str:
+    """The file's text; ScenarioError at the line of the first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ScenarioError(path, line, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                                        f"{column}); save the file as UTF-8") from None
+
+
 def load(path: Path) -> Any:
     """Parse one YAML document; syntax errors become ScenarioError with the line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise ScenarioError(path, None, f"cannot read: {e.strerror or e}") from None
+    text = decode_utf8(path, raw)
     try:
         loader = _Loader(text)
         try:
@@ -94,5 +106,10 @@ def load(path: Path) -> Any:
         line = mark.line + 1 if mark is not None else None
         problem = " ".join(p for p in (e.context, e.problem) if p)
         raise ScenarioError(path, line, f"YAML syntax error: {problem}") from None
+    except yaml.reader.ReaderError as e:
+        # A character YAML does not allow (a NUL, most control characters).
+        line = text.count("\n", 0, e.position) + 1
+        what = f"U+{e.character:04X}" if isinstance(e.character, int) else repr(e.character)
+        raise ScenarioError(path, line, f"character {what} is not allowed in YAML") from None
     except yaml.YAMLError as e:
-        raise ScenarioError(path, None, f"YAML error: {e}") from None
+        raise ScenarioError(path, None, f"YAML error: {one_line(e)}") from None

@@ -109,6 +109,23 @@ def docker_leftovers(client, run_id: str | None = None) -> list[str]:
     )
 
 
+def dead_owner():
+    """The owner labels' Owner of a real process that has exited and been reaped:
+    what a crashed isrlab leaves recorded on its Docker objects."""
+    import subprocess
+
+    from harness.owner import Owner, process_start
+
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        start = process_start(proc.pid) or ""
+        assert start, "no start time for a live child"
+    finally:
+        proc.kill()
+        proc.wait()
+    return Owner(socket.gethostname(), proc.pid, start, os.readlink("/proc/self/ns/pid"))
+
+
 @pytest.fixture
 def port() -> int:
     return free_port()

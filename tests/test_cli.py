@@ -95,6 +95,84 @@ def test_port_in_use(tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path)) == []
 
 
+def quick_usage_error(*args: str) -> str:
+    """Run `isrlab reproduce ...`: one line, exit 2, within a few seconds (nothing is
+    started: no 20 s readiness wait for a node that can never answer)."""
+    t0 = time.monotonic()
+    r = isrlab("reproduce", *args)
+    line = one_line_error(r)
+    assert time.monotonic() - t0 < 10, f"took {time.monotonic() - t0:.1f}s: {line}"
+    return line
+
+
+@pytest.mark.parametrize(("port", "what"), [
+    ("70000", "port 70000 is out of range; give 1..65535"),
+    ("0", "port 0 is out of range; give 1..65535"),
+    ("-5", "port -5 is out of range"),
+    ("http", "'http' is not a port number"),
+])
+def test_port_out_of_range_is_rejected_at_parse_time(tmp_path: Path, port: str,
+                                                     what: str) -> None:
+    line = quick_usage_error("kip101-hw-truncation-loss", "--protocol", "0.10",
+                             "--port", port, "--runs-dir", str(tmp_path))
+    assert line.startswith("isrlab: error: argument --port: ") and what in line, line
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("backend", ["docker", "local"])
+def test_port_range_past_65535(tmp_path: Path, backend: str) -> None:
+    """Docker maps one host port per node from --port (3 nodes here: controller, A,
+    B); the local backend needs only --port itself. Checked before any engine is
+    asked, so no Docker is needed for the docker case."""
+    args = ("kip101-hw-truncation-loss", "--protocol", "0.10", "--backend", backend,
+            "--runs-dir", str(tmp_path))
+    if backend == "docker":
+        line = quick_usage_error(*args, "--port", "65534")
+        assert line == ("isrlab: the docker backend needs ports 65534..65536, outside "
+                        "1..65535; give --port 1..65533")
+    else:
+        # 65535 itself is valid for the local backend: refused only if taken.
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", 65535))
+                s.listen()
+            except OSError:
+                pass  # held by someone else: "address in use" all the same
+            line = quick_usage_error(*args, "--port", "65535")
+        assert line.startswith("isrlab: address in use: 127.0.0.1:65535 (needed by controller)")
+    assert not any(tmp_path.glob("*/run.json"))
+
+
+@pytest.mark.parametrize("seed", ["-1", "x"])
+def test_bad_seed(tmp_path: Path, seed: str) -> None:
+    line = quick_usage_error("kip101-hw-truncation-loss", "--protocol", "0.10", "--seed", seed,
+                             "--runs-dir", str(tmp_path))
+    assert line.startswith("isrlab: error: argument --seed: "), line
+    assert ("is negative" if seed == "-1" else "is not an integer") in line
+
+
+def test_scenario_not_utf8_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.yaml"
+    text = (TESTS / "data" / "single-broker.yaml").read_text()
+    bad.write_bytes(text.replace("One broker;", "Caf\u00e9 broker;").encode("latin-1"))
+    line = quick_usage_error(str(bad), "--protocol", "0.11", "--runs-dir", str(tmp_path))
+    assert line == f"isrlab: {bad}:2: not UTF-8 (byte 0xe9 at column 17); save the file as UTF-8"
+
+
+def test_directory_is_not_a_scenario_file(tmp_path: Path) -> None:
+    line = quick_usage_error(str(tmp_path), "--protocol", "0.11", "--runs-dir", str(tmp_path))
+    assert line == (f"isrlab: {tmp_path} is a directory, not a scenario file; give the path "
+                    "of a .yaml file")
+    # A bare name that is no shipped scenario but a directory here says so too.
+    (tmp_path / "mydir").mkdir()
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "reproduce", "mydir",
+                        "--protocol", "0.11"], capture_output=True, text=True, env=_env(),
+                       cwd=tmp_path, timeout=60)
+    assert one_line_error(r).startswith("isrlab: mydir is a directory, not a scenario file, "
+                                        "and no shipped scenario has that name; known: ")
+
+
 def test_check_rejects_missing_run_dir(tmp_path: Path) -> None:
     assert "no such run directory" in one_line_error(isrlab("check", str(tmp_path / "x")))
 

@@ -255,11 +255,12 @@ def test_debootstrap_output_filter_keeps_stages_only():
 @pytest.mark.docker
 def test_cli_docker_build_and_clean(client) -> None:
     """`isrlab docker build` (images cached by the tests above) prints the broker tag;
-    `isrlab docker clean` removes a crashed run's leftovers and nothing else."""
+    `isrlab docker clean` removes a crashed run's leftovers and nothing else
+    (tests/test_docker_clean.py: what it keeps)."""
     import subprocess
     import sys
 
-    from conftest import ROOT, docker_leftovers
+    from conftest import ROOT, dead_owner, docker_leftovers
 
     def isrlab(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "harness.cli", "docker", *args],
@@ -270,14 +271,17 @@ def test_cli_docker_build_and_clean(client) -> None:
     tag = r.stdout.strip()
     assert tag.startswith("isrlab-broker:") and client.images.get(tag)
     crashed = f"crashed-{uuid.uuid4().hex[:8]}"
-    client.volumes.create(labels=run_labels(crashed))
-    client.networks.create(f"isrlab-{crashed}", labels=run_labels(crashed))
+    owner = dead_owner()  # the crashed run's harness process, gone
+    client.volumes.create(labels=run_labels(crashed, owner))
+    client.networks.create(f"isrlab-{crashed}", labels=run_labels(crashed, owner))
     unrelated = client.volumes.create(labels={"isrlab.test": "not-a-run"})
     try:
         r = isrlab("clean")
         assert r.returncode == 0, r.stderr
-        assert "1 networks" in r.stdout and "1 volumes" in r.stdout, r.stdout
+        gone = f"owner pid {owner.pid} on host {owner.host} is gone"
+        assert f"removed run {crashed} (1 network, 1 volume): {gone}" in r.stdout.splitlines()
         assert docker_leftovers(client, crashed) == []
         assert client.volumes.get(unrelated.name)
     finally:
         unrelated.remove()
+        clean_leftovers(run_id=crashed)

@@ -91,6 +91,21 @@ def test_port_in_use_is_config_error(backend) -> None:
             backend.check_addresses()
 
 
+@pytest.mark.parametrize("name", ["local", "docker"])
+def test_ports_outside_1_to_65535_are_config_errors(tmp_path: Path, name: str) -> None:
+    # Refused when the backend is made, before any process, engine or address is touched.
+    for port in (0, 70000):
+        with pytest.raises(UsageError, match="outside 1..65535"):
+            make_backend(name, SPEC, tmp_path / f"{name}-{port}", port=port)
+    # The docker backend needs one port per node: controller, A, B.
+    needs = {"local": 65535, "docker": 65533}[name]
+    assert make_backend(name, SPEC, tmp_path / name, port=needs).port == needs
+    if name == "docker":
+        with pytest.raises(UsageError, match=r"ports 65534\.\.65536, outside 1\.\.65535; "
+                                             r"give --port 1\.\.65533"):
+            make_backend(name, SPEC, tmp_path / "docker-high", port=65534)
+
+
 def test_early_exit_reports_log_tail(backend, tmp_path: Path) -> None:
     backend.start_controller()
     # A corrupt HW checkpoint: the broker dies at start-up, as Kafka's would.

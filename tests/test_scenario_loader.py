@@ -122,12 +122,46 @@ def test_not_a_mapping_and_empty(tmp_path: Path) -> None:
     assert "empty" in str(error_of(tmp_path, ""))
 
 
+@pytest.mark.parametrize(("bad", "line", "column"), [
+    (b"\xff", 1, 1),             # the very first byte
+    (b"\xe9", 2, 17),            # latin-1 e-acute inside "description: Caf?"
+    (b"\xe2\x82", 2, 17),        # a UTF-8 sequence cut short
+])
+def test_not_utf8_names_the_line_of_the_first_bad_byte(tmp_path: Path, bad: bytes, line: int,
+                                                       column: int) -> None:
+    raw = GOOD.encode()
+    if line == 1:
+        raw = bad + raw
+    else:
+        raw = raw.replace(b"description: a test", b"description: Caf" + bad + b" a test", 1)
+    raw += b"# and more: \xff\n"  # a later bad byte is not the one named
+    p = tmp_path / "s.yaml"
+    p.write_bytes(raw)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(p)
+    err = info.value
+    assert err.line == line and err.exit_code == 2
+    assert str(err) == (f"{p}:{line}: not UTF-8 (byte 0x{bad[0]:02x} at column {column}); "
+                        "save the file as UTF-8")
+
+
+def test_character_yaml_refuses_names_the_line(tmp_path: Path) -> None:
+    err = error_of(tmp_path, GOOD.replace("a test scenario", "a \x00 scenario"))
+    assert err.line == 2 and err.message == "character U+0000 is not allowed in YAML"
+    assert "\n" not in str(err)
+
+
 def test_find_scenario(tmp_path: Path) -> None:
     assert find_scenario("kip101-hw-truncation-loss").name == "kip101-hw-truncation-loss.yaml"
     with pytest.raises(UsageError, match="unknown scenario 'nope'; known: kip101"):
         find_scenario("nope")
     with pytest.raises(UsageError, match="no scenario file"):
         find_scenario(str(tmp_path / "missing.yaml"))
+    with pytest.raises(UsageError, match="is a directory, not a scenario file"):
+        find_scenario(str(tmp_path))
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(UsageError, match="dir.yaml is a directory, not a scenario file"):
+        find_scenario(str(tmp_path / "dir.yaml"))
     assert find_scenario(str(write(tmp_path, GOOD))) == tmp_path / "s.yaml"
 
 

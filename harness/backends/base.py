@@ -35,11 +35,21 @@ from harness.errors import RunIncomplete, UsageError
 
 CONTROLLER = "controller"
 LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready
+MAX_PORT = 65535
 
 # Exit statuses of a broker or controller process (broker.process.run_main) that
 # mean "your configuration", not "the run failed".
 _EXIT_BAD_CONFIG = 2
 _EXIT_ADDRESS_IN_USE = 3
+
+
+def check_port_range(backend: str, first: int, count: int) -> None:
+    """Raise UsageError unless ports first..first+count-1 are all valid TCP ports."""
+    last = first + count - 1
+    if first < 1 or last > MAX_PORT:
+        what = f"port {first}" if count == 1 else f"ports {first}..{last}"
+        fix = f"; give --port 1..{MAX_PORT - count + 1}" if MAX_PORT - count + 1 >= 1 else ""
+        raise UsageError(f"the {backend} backend needs {what}, outside 1..{MAX_PORT}{fix}")
 
 
 def address_free(addr: str) -> bool:
@@ -54,6 +64,22 @@ def address_free(addr: str) -> bool:
         except OSError:
             return False
     return True
+
+
+def address_in_use(addr: str, node: str) -> UsageError:
+    """The "address in use" error, naming the isrlab container that holds the port
+    if one does (a leftover of a crashed Docker run: `isrlab docker clean`)."""
+    holder = None
+    try:
+        # Imported here: the docker SDK is only needed by those who use Docker, and
+        # this is asked only once an address is taken.
+        from harness.docker_image import port_holder
+
+        holder = port_holder(int(addr.rpartition(":")[2]))
+    except ImportError:
+        pass
+    return UsageError(f"address in use: {addr} (needed by {node}); "
+                      f"{holder or 'try another --port'}")
 
 
 @dataclass(frozen=True)
@@ -111,7 +137,7 @@ class Backend(ABC):
         for node in self.nodes:
             addr = self.address(node)
             if not address_free(addr):
-                raise UsageError(f"address in use: {addr} (needed by {node}); try --port")
+                raise address_in_use(addr, node)
 
     @abstractmethod
     def start_controller(self) -> None:

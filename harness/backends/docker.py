@@ -10,8 +10,10 @@ container is reused across kill/start, so its `docker logs` hold every incarnati
 Faults: kill = SIGKILL to the container, pause/resume = the cgroup freezer
 (`docker pause`), power-cycle = kill + `broker.storage.drop_unsynced` on the volume in
 a one-off container, partitions = iptables DROP rules inside the containers (hence
-NET_ADMIN). Everything carries the label `isrlab.run=<run-id>`, and teardown removes
-it all; `harness.docker_image.clean_leftovers()` sweeps what a killed harness left.
+NET_ADMIN). Everything carries the label `isrlab.run=<run-id>` and the owner labels
+of this process (harness.owner), and teardown removes it all;
+`harness.docker_image.sweep_leftovers()` (`isrlab docker clean`) removes what a
+killed harness left, once its owner is gone.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ import docker.models.containers
 import requests.exceptions
 
 from contract import LOGS
-from harness.backends.base import CONTROLLER, LOG_TAIL_LINES, Backend, ClusterSpec
+from harness.backends.base import (
+    CONTROLLER,
+    LOG_TAIL_LINES,
+    Backend,
+    ClusterSpec,
+    address_in_use,
+    check_port_range,
+)
 from harness.docker_image import (
     DockerUnavailable,
     clean_leftovers,
@@ -118,6 +127,8 @@ class DockerBackend(Backend):
         progress: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(spec, run_dir)
+        # One host port per node: the controller on `port`, broker i on port + 1 + i.
+        check_port_range(self.name, port, len(self.nodes))
         self.port = port
         self.image = image
         self.base_image = base_image
@@ -300,8 +311,7 @@ class DockerBackend(Backend):
         except docker.errors.APIError as e:
             msg = one_line(e)
             if "allocated" in msg or "address already in use" in msg:
-                raise UsageError(f"address in use: {self.address(node)} (needed by {node})") \
-                    from e
+                raise address_in_use(self.address(node), node) from e
             raise RunIncomplete(f"cannot start {node}: {msg}") from e
         self._set_state(node, "running")
         self._refresh_ip(node)

@@ -28,6 +28,8 @@ from harness.backends.base import (
     Backend,
     ClusterSpec,
     address_free,
+    address_in_use,
+    check_port_range,
 )
 from harness.errors import RunIncomplete, UsageError
 
@@ -73,6 +75,7 @@ class LocalBackend(Backend):
         stop_timeout: float = 15.0,
     ) -> None:
         super().__init__(spec, run_dir)
+        check_port_range(self.name, port, 1)  # every node listens on the same port
         self.port = port
         self.host_prefix = host_prefix
         self.modules = {CONTROLLER: "broker.controller", "broker": "broker.server"}
@@ -151,7 +154,7 @@ class LocalBackend(Backend):
             raise RunIncomplete(f"cannot start {node}: it is already running")
         addr = self.address(node)
         if not address_free(addr):
-            raise UsageError(f"address in use: {addr} (needed by {node})")
+            raise address_in_use(addr, node)
         self.data_dir(node).mkdir(parents=True, exist_ok=True)
         log_path = self.log_path(node)
         log_path.parent.mkdir(parents=True, exist_ok=True)
