@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.rundata import RunData, pkey
+from reports.rundata import Replica, RunData, pkey
 
 MAX_ROWS = 400
 CONTEXT = 3
@@ -39,10 +39,48 @@ class Row:
 
 
 @dataclass
+class Head:
+    """A replica column's header: the broker and what its state says about it."""
+
+    broker: str
+    text: str  # one line: role, epoch, LEO, HW, ISR -- or why they are unknown
+    down: bool = False  # read from its data directory: not running at the end
+    stateless: bool = False  # no state for this replica: its log alone
+
+
+def head(broker: str, replica: Replica | None, st: dict[str, Any]) -> Head:
+    """Only what the state says: a down broker (read from its data directory)
+    has no role, leader epoch or ISR, and its HW is the checkpoint it would
+    restart with."""
+
+    def num(key: str) -> Any:
+        v = st.get(key)
+        return "?" if v is None else v
+
+    if replica is not None and not replica.has_state:
+        return Head(broker, "no state.json · log only", stateless=True)
+    if not st:
+        return Head(broker, "not in its state.json · log only", stateless=True)
+    if (replica is not None and replica.down) or st.get("offline"):
+        ckpt = st.get("hw_checkpoint", st.get("hw"))
+        text = (f"down · read from its data directory · LEO {num('leo')} · HW checkpoint "
+                f"{'?' if ckpt is None else ckpt}")
+        return Head(broker, text, down=True)
+    text = (f"{st.get('role') or '?'} · epoch {num('leader_epoch')} · LEO {num('leo')} "
+            f"· HW {num('hw')}")
+    if st.get("hw_checkpoint") is not None:
+        text += f" (ckpt {st['hw_checkpoint']})"
+    if st.get("isr"):
+        text += f" · ISR {','.join(map(str, st['isr']))}"
+    return Head(broker, text)
+
+
+@dataclass
 class Grid:
     partition: str
     brokers: list[str]
     states: list[dict[str, Any]]
+    heads: list[Head] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     epochs: list[int] = field(default_factory=list)
     hidden: int = 0
@@ -75,9 +113,11 @@ def build(data: RunData) -> list[Grid]:
     )
     grids = []
     for part in parts:
-        brokers = sorted(b for b in data.logs if part in data.logs[b] or part in data.states[b])
+        brokers = sorted(
+            b for b in data.logs if part in data.logs[b] or part in data.states.get(b, {})
+        )
         by_off = {b: {int(r["offset"]): r for r in data.logs[b].get(part, [])} for b in brokers}
-        states = [data.states[b].get(part, {}) for b in brokers]
+        states = [data.states.get(b, {}).get(part, {}) for b in brokers]
         final = finals.get(part, {})
         top = max([max(m, default=-1) for m in by_off.values()] + [max(final, default=-1)])
         rows, epochs = [], set()
@@ -91,7 +131,7 @@ def build(data: RunData) -> list[Grid]:
                         r.get("epoch"),
                         r.get("value"),
                         True,
-                        off >= int(st.get("hw", 1 << 62)),
+                        isinstance(st.get("hw"), int) and off >= st["hw"],
                         r.get("value") in lost.get(part, ()),
                     )
                     if r.get("epoch") is not None:
@@ -109,7 +149,8 @@ def build(data: RunData) -> list[Grid]:
                     divergent=off in divergent.get(part, ()),
                 )
             )
-        g = Grid(part, brokers, states, epochs=sorted(epochs))
+        heads = [head(b, data.replicas.get(b), st) for b, st in zip(brokers, states, strict=True)]
+        g = Grid(part, brokers, states, heads, epochs=sorted(epochs))
         g.rows, g.hidden = _fold(rows)
         grids.append(g)
     return grids

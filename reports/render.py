@@ -73,6 +73,55 @@ def _lost_values(data: RunData) -> dict[str, list[Any]]:
     return out
 
 
+def _truncated(data: RunData) -> list[dict[str, Any]]:
+    """Each file whose last line is a cut-off write (the checker skipped it)."""
+    out = []
+    for t in data.summary.get("truncated") or []:
+        partial = str(t.get("partial_text") or "")
+        out.append({
+            "file": t.get("file"),
+            "line": t.get("line"),
+            "partial": partial if len(partial) <= 60 else partial[:60] + "…",
+        })
+    return out
+
+
+def _ended(meta: dict[str, Any]) -> str | None:
+    """How a run that did not end cleanly ended, from run.json (None if it did)."""
+    status = meta.get("status")
+    if status == "incomplete":
+        return "incomplete" + (f": {meta['error']}" if meta.get("error") else "")
+    if status == "running":
+        return "still marked running: the harness stopped before recording how it ended"
+    return None
+
+
+def _other_notes(data: RunData) -> list[str]:
+    """The checker's notes, less the truncation ones the report states above them (_truncated)."""
+    said = [f"{t.get('file')}: last line {t.get('line')} " for t in
+            data.summary.get("truncated") or []]
+    return [n for n in data.summary.get("notes") or []
+            if not any(str(n).startswith(p) for p in said)]
+
+
+def _replica_notes(data: RunData) -> list[str]:
+    """Brokers whose final state is not what a running broker reported."""
+    out = []
+    for b, r in sorted(data.replicas.items()):
+        if not r.has_state:
+            out.append(f"{b} has no readable state.json: its log is shown without its "
+                       "role, LEO or HW.")
+        elif r.down:
+            out.append(
+                f"{b} was down at the end of the run: its log and HW checkpoint were read "
+                "from its data directory, as its next start would find them. It has no "
+                "role, leader epoch or ISR to report."
+            )
+        if r.has_state and r.partitions == 0 and not data.logs.get(b):
+            out.append(f"{b} hosts no partition: its state.json lists none.")
+    return out
+
+
 def _config(meta: dict[str, Any]) -> list[tuple[str, Any]]:
     keys = [k for k in _CONFIG_KEYS if k in meta] + sorted(k for k in meta if k not in _CONFIG_KEYS)
     return [(k, _steps(meta[k]) if k == "nemesis" else meta[k]) for k in keys]
@@ -131,7 +180,10 @@ def render_run(run_dir: Path) -> Path:
             protocol=data.meta.get("protocol"),
             seed=data.meta.get("seed"),
             lost_values=_lost_values(data),
-            notes=s.get("notes") or [],
+            truncated=_truncated(data),
+            ended=_ended(data.meta),
+            notes=_other_notes(data),
+            replica_notes=_replica_notes(data),
             anomalies=data.anomalies,
             listed=len(data.anomalies),
             total=s.get("anomaly_count", len(data.anomalies)),

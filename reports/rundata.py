@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,24 @@ from contract import (
     SUMMARY_JSON,
 )
 
+DATA_DIR = "data-dir"  # state.json "source" of a broker that was down (harness/collect.py)
+
+
+@dataclass
+class Replica:
+    """What a broker's replicas/<broker>/ says about the broker as a whole."""
+
+    broker: str
+    # "status" (it answered at the end of the run), "data-dir" (it was down: its
+    # files were read as its next start would find them), None when unknown
+    source: str | None = None
+    has_state: bool = True  # False: no readable state.json (its log alone is shown)
+    partitions: int = 0  # partitions its state.json lists
+
+    @property
+    def down(self) -> bool:
+        return self.source == DATA_DIR
+
 
 @dataclass
 class RunData:
@@ -33,6 +51,8 @@ class RunData:
     states: dict[str, dict[str, dict[str, Any]]]
     history: list[dict[str, Any]]
     events: list[dict[str, Any]]
+    # broker → its source and state.json presence, every broker under replicas/
+    replicas: dict[str, Replica] = field(default_factory=dict)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -65,15 +85,22 @@ def load(run_dir: Path) -> RunData:
     anomalies = json.loads((check / ANOMALIES_JSON).read_text())
     logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     states: dict[str, dict[str, dict[str, Any]]] = {}
+    replicas: dict[str, Replica] = {}
     rep = run_dir / REPLICAS
     for b in sorted(p.name for p in rep.iterdir() if p.is_dir()) if rep.is_dir() else []:
         by_part: dict[str, list[dict[str, Any]]] = {}
         for r in _jsonl(rep / b / LOG):
             by_part.setdefault(pkey(r.get("topic"), r.get("partition")), []).append(r)
         logs[b] = by_part
-        st = rep / b / STATE
-        parts = json.loads(st.read_text()).get("partitions", []) if st.is_file() else []
+        state = _state(rep / b / STATE)
+        parts = [p for p in (state or {}).get("partitions") or [] if isinstance(p, dict)]
         states[b] = {pkey(p.get("topic"), p.get("partition")): p for p in parts}
+        source = (state or {}).get("source")
+        if state is not None and source is None and (
+            state.get("running") is False or any(p.get("offline") for p in parts)
+        ):
+            source = DATA_DIR  # an older collector: no "source", but "running"/"offline"
+        replicas[b] = Replica(b, source, state is not None, len(parts))
     return RunData(
         run_dir,
         meta,
@@ -83,4 +110,15 @@ def load(run_dir: Path) -> RunData:
         states,
         _jsonl(run_dir / HISTORY),
         _jsonl(run_dir / EVENTS),
+        replicas,
     )
+
+
+def _state(path: Path) -> dict[str, Any] | None:
+    """A broker's state.json, or None when it is missing or unreadable (the
+    report then shows that broker's log without its state)."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None

@@ -241,3 +241,73 @@ def checked_batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResu
     results = check_runs([root])
     assert len(results) == len(builders)
     return {r.run_id: r for r in results}
+
+
+# -- runs the harness leaves when something was down or cut short ------------------
+# Checked in their own small batch (the Spark session is already up) by
+# checked_odd_runs: one check per test session, whichever module asks first.
+
+
+def down_partition(topic: str, partition: int, leo: int, hw_checkpoint: int,
+                   epoch_cache: list[list[int]]) -> dict:
+    """A partition of a down broker's state.json, exactly as harness/collect.py
+    writes it from the data directory: no leader_epoch, isr, replicas, state."""
+    return {
+        "topic": topic, "partition": partition, "role": "none", "leader": None,
+        "leo": leo, "hw": hw_checkpoint, "hw_checkpoint": hw_checkpoint,
+        "epoch_cache": epoch_cache, "offline": True,
+    }
+
+
+def down_replica(root: Path) -> RunBuilder:
+    """B acked 101 under acks=1, was power-cycled and never restarted; A wrote 102
+    at offset 1 in epoch 1. At the end B is read from its data directory. A third
+    broker, C, hosts no partition (its state.json lists none, its log is empty)."""
+    rb = RunBuilder(root / "down-replica", protocol="0.10", expect=["lost-write", "divergence"],
+                    acks="1", brokers=("A", "B", "C"))
+    rb.send(0, 100, 0).send(0, 101, 1)
+    rb.nemesis("power-cycle", ["B"])
+    rb.send(0, 102, 1)
+    rb.replica("A", [(0, 100), (1, 102)], role="leader", hw=2, leader_epoch=1, isr=["A"])
+    rb.replica("B", [(0, 100), (0, 101)])  # its log as found on disk
+    log, _ = rb.replicas["B"]
+    rb.replicas["B"] = (log, {"node": "B", "source": "data-dir", "running": False,
+                              "partitions": [down_partition("t", 0, 2, 1, [[0, 0]])]})
+    rb.replicas["C"] = ([], {"node": "C", "source": "status", "partitions": []})
+    rb.final_read([100, 102])
+    return rb
+
+
+TRUNCATED_LINE = '{"index": 12, "time": 13000000, "process": 0, "type": "invo'
+
+
+def interrupted(root: Path) -> Path:
+    """The workload was killed mid-write: history.jsonl ends in a cut-off line
+    (line 13), there is no final read, and run.json says the run is incomplete."""
+    rb = RunBuilder(root / "interrupted", protocol="latest", expect=[])
+    for i, v in enumerate(range(1, 7)):
+        rb.send(i % 2, v, i)
+    log = [(0, v) for v in range(1, 7)]
+    rb.replica("A", log, role="leader", isr=["A", "B"], leader_epoch=0)
+    rb.replica("B", log, role="follower", leader="A")
+    rb.meta.update(status="incomplete", error="the workload process was killed (SIGKILL)")
+    path = rb.write()
+    with (path / "history.jsonl").open("a") as fh:
+        fh.write(TRUNCATED_LINE)  # no newline: the write was cut off
+    return path
+
+
+_ODD: dict[str, RunResult] = {}
+
+
+def checked_odd_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResult]:
+    """down-replica and interrupted, checked by the real checker once per session
+    (test modules wrap this in a fixture of their own)."""
+    if not _ODD:
+        root = tmp_path_factory.mktemp("odd-runs")
+        down_replica(root).write()
+        interrupted(root)
+        results = check_runs([root])
+        assert len(results) == 2
+        _ODD.update({r.run_id: r for r in results})
+    return _ODD

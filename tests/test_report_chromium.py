@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import skip_unless_required
+from conftest_spark import checked_odd_runs
 
 from checker.api import RunResult
 from reports.render import render_run
@@ -41,9 +42,8 @@ def png_distinct_bytes(path: Path) -> int:
     return len(set(zlib.decompress(idat)))
 
 
-def test_report_renders_in_chromium(checked_batch: dict[str, RunResult], tmp_path: Path) -> None:
-    report = render_run(checked_batch["report-divergence"].run_dir)
-    shot = tmp_path / "report.png"
+def screenshot(report: Path, shot: Path) -> list[str]:
+    """Open the report in headless Chromium, save a PNG; the console's error lines."""
     proc = subprocess.run(
         [
             CHROMIUM,
@@ -63,6 +63,20 @@ def test_report_renders_in_chromium(checked_batch: dict[str, RunResult], tmp_pat
     )
     assert shot.exists(), proc.stderr[-2000:]
     console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
-    errors = [line for line in console if "rror" in line or "Uncaught" in line]
-    assert errors == []
+    return [line for line in console if "rror" in line or "Uncaught" in line]
+
+
+def test_report_renders_in_chromium(checked_batch: dict[str, RunResult], tmp_path: Path) -> None:
+    report = render_run(checked_batch["report-divergence"].run_dir)
+    shot = tmp_path / "report.png"
+    assert screenshot(report, shot) == []
     assert png_distinct_bytes(shot) > 16
+
+
+def test_down_replica_report_renders_in_chromium(tmp_path_factory: pytest.TempPathFactory,
+                                                 tmp_path: Path) -> None:
+    # A run with a replica read from its data directory, and an interrupted one.
+    for run in checked_odd_runs(tmp_path_factory).values():
+        shot = tmp_path / f"{run.run_id}.png"
+        assert screenshot(render_run(run.run_dir), shot) == []
+        assert png_distinct_bytes(shot) > 16

@@ -1,16 +1,20 @@
-"""The HTML report: self-contained, names lost values, marks divergent offsets."""
+"""The HTML report: self-contained, names lost values, marks divergent offsets; shows
+a down replica as down and an interrupted run as interrupted."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest_spark import kip101_divergence
+from conftest_spark import TRUNCATED_LINE, checked_odd_runs, kip101_divergence
 
 from checker.api import RunResult
 from checker.errors import RunDirError
-from reports.render import render_run
+from reports.render import render_index, render_run
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +56,115 @@ def test_render_needs_check_results(tmp_path: Path) -> None:
     run = kip101_divergence(tmp_path, "unchecked").write()
     with pytest.raises(RunDirError, match="check the run first"):
         render_run(run)
+
+
+# -- a run with a down replica, and an interrupted one (checked_odd_runs) ----------
+
+
+def grid_rows(report: str) -> dict[int, list[tuple[str, str]]]:
+    """The replica grid's rows: offset → [(td class, text)] for every replica cell
+    and the final-log cell (one partition per run here)."""
+    rows = {}
+    for off, cells in re.findall(
+        r'<tr class="[^"]*">\s*<td class="off">(\d+)</td>(.*?)</tr>', report, flags=re.S
+    ):
+        rows[int(off)] = [
+            (re.sub(r"\s+", " ", cls).strip(), text)
+            for cls, text in re.findall(r'<td(?: class="([^"]*)")?[^>]*>([^<]*)</td>', cells)
+        ]
+    return rows
+
+
+def heads(report: str) -> dict[str, tuple[str, str]]:
+    """The grid's replica column headers: broker → (th class, the state line)."""
+    return {
+        b: (re.sub(r"\s+", " ", cls).strip(), text)
+        for cls, b, text in re.findall(r'<th class="([^"]*)">(\w+)<small>([^<]*)</small></th>',
+                                       report)
+    }
+
+
+@pytest.fixture(scope="module")
+def odd_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResult]:
+    return checked_odd_runs(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def down_run(odd_runs: dict[str, RunResult]) -> Path:
+    return odd_runs["down-replica"].run_dir
+
+
+@pytest.mark.spark
+def test_report_for_a_run_with_a_down_replica(down_run: Path) -> None:
+    # B's state.json is what harness/collect.py writes for a down broker: no
+    # leader_epoch, isr, replicas -- the report exists and says what B is.
+    assert json.loads((down_run / "replicas/B/state.json").read_text())["source"] == "data-dir"
+    report = render_run(down_run).read_text()
+    assert 'class="banner valid"' in report  # both anomalies are expected ones
+    h = heads(report)
+    assert h["B"] == ("down", "down · read from its data directory · LEO 2 · HW checkpoint 1")
+    assert h["A"] == ("", "leader · epoch 1 · LEO 2 · HW 2 (ckpt 2) · ISR A")
+    assert "C" not in h  # C hosts no partition: no column for it
+    # B's log cells as read from its disk: 101 (lost) at offset 1, above its HW checkpoint
+    rows = grid_rows(report)
+    assert [t for _, t in rows[0]] == ["e0 · 100", "e0 · 100", "100"]
+    (a_cls, a), (b_cls, b), (_, final) = rows[1]
+    assert (a, b, final) == ("e1 · 102", "e0 · 101", "102")
+    assert b_cls == "above-hw lost-cell" and a_cls == ""
+    assert "B was down at the end of the run: its log and HW checkpoint were read from " \
+           "its data directory" in report
+    assert "C hosts no partition: its state.json lists none." in report
+
+
+@pytest.mark.spark
+def test_report_without_a_state_json(down_run: Path, tmp_path: Path) -> None:
+    # Robust to files the checker would refuse but a report may meet afterwards:
+    # B's state.json gone, A's listing no partition while A's log has records.
+    run = tmp_path / "copy"
+    shutil.copytree(down_run, run)
+    (run / "replicas/B/state.json").unlink()
+    (run / "replicas/A/state.json").write_text('{"node": "A", "partitions": []}\n')
+    report = render_run(run).read_text()
+    h = heads(report)
+    assert h["A"] == ("stateless", "not in its state.json · log only")
+    assert h["B"] == ("stateless", "no state.json · log only")
+    assert [t for _, t in grid_rows(report)[1]] == ["e1 · 102", "e0 · 101", "102"]
+    assert "B has no readable state.json: its log is shown without its role, LEO or HW." \
+        in report
+    assert "A hosts no partition" not in report  # it has a log for t/0
+
+
+@pytest.mark.spark
+def test_report_states_an_interrupted_write_first(odd_runs: dict[str, RunResult]) -> None:
+    run = odd_runs["interrupted"].run_dir
+    summary = json.loads((run / "check/summary.json").read_text())
+    assert summary["truncated"][0]["line"] == 13  # the checker found the cut-off line
+    report = render_run(run).read_text()
+    top, rest = report.split("<h2>Anomalies</h2>", 1)  # the first screen: before anomalies
+    banner = top.split('<div class="banner', 1)[1].split("<main>", 1)[0]
+    assert "interrupted mid-write</b> history.jsonl line 13 is cut off" in banner
+    box = re.search(r'<div class="interrupted-run">(.*?)\n</div>', top, flags=re.S)
+    assert box is not None
+    text = html.unescape(re.sub(r"<[^>]+>", "", box.group(1)))
+    assert "history.jsonl ends in a cut-off line 13" in text
+    assert TRUNCATED_LINE[:40] in text
+    assert "the run was interrupted while writing it" in text
+    assert "run.json: the run is incomplete: the workload process was killed (SIGKILL)." in text
+    # said once, prominently: the checker's own truncation note is not repeated below
+    assert "last line 13 is truncated" not in report
+    assert "t/0: no final read recorded" in top  # the other notes stay
+
+
+@pytest.mark.spark
+def test_index_marks_the_interrupted_run(odd_runs: dict[str, RunResult], tmp_path: Path) -> None:
+    for r in odd_runs.values():
+        render_run(r.run_dir)
+    out = render_index([r.summary for r in odd_runs.values()], tmp_path / "index.html")
+    rows = {
+        m.group(2): m.group(1)
+        for m in re.finditer(r"<tr>\s*<td>(.*?)</td>.*?<a href=\"[^\"]+\">([\w-]+)</a>",
+                             out.read_text(), flags=re.S)
+    }
+    assert set(rows) == {"down-replica", "interrupted"}  # both link their report
+    assert 'class="tag interrupted" title="history.jsonl line 13 is cut off"' in rows["interrupted"]
+    assert "interrupted" not in rows["down-replica"]
