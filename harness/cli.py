@@ -1,11 +1,13 @@
-"""The `isrlab` command: scenarios, reproduce, check, docker.
+"""The `isrlab` command: scenarios, reproduce, check, collect, docker.
 
 Every user error is one line on stderr and exit status 2; a run that cannot
-complete is exit 3. `check` exits with the verdict of docs/anomalies.md (0 valid, 1
-invalid or not reproduced) -- the CI gate. `reproduce` answers a different
-question, "did the protocol keep its guarantees in this run?": 1 when the run
-shows any consistency anomaly or its verdict is not valid, 0 when it is clean
-(docs/exit-codes.md).
+complete is exit 3, and so is an interrupt (Ctrl-C, SIGTERM), also during the
+check: one line, `isrlab: interrupted`. `check` exits with the verdict of
+docs/anomalies.md (0 valid, 1 invalid or not reproduced) -- the CI gate.
+`reproduce` answers a different question, "did the protocol keep its guarantees
+in this run?": 1 when the run shows any consistency anomaly or its verdict is not
+valid, 0 when it is clean (docs/exit-codes.md). `collect` finishes a run whose
+harness was killed; `check` does the same first when it meets one.
 """
 
 from __future__ import annotations
@@ -13,22 +15,31 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
+import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from checker.api import RunResult, check_runs, write_junit
 from checker.errors import CheckerError
+from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER
 from contract import PROTOCOLS
 from harness import reaper
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
-from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
+from harness.collect import collect_crashed, owner_gone
+from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError, one_line
 from harness.progress import Progress
+from harness.rundir import CRASHED, RUNNING, read_meta, run_status
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import find_scenario, list_scenarios, load_scenario
 from reports.render import INDEX, render_index, render_run
+
+T = TypeVar("T")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-report", action="store_true", help="skip the HTML reports")
     _output_flags(c)
 
+    co = sub.add_parser("collect", help="finish a run whose isrlab process was killed: "
+                                        "rebuild its replicas from the brokers' data")
+    co.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
     d = sub.add_parser("docker", help="build the broker image, clean up crashed runs")
     dsub = d.add_subparsers(dest="docker_command", required=True, parser_class=_Parser)
     b = dsub.add_parser("build", help="build the base and broker images where missing")
@@ -117,6 +132,18 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     reaper.install_signal_handlers()
+    code = _command(args)
+    if _abandoned.is_set():
+        # An interrupted check's thread is still inside a call into Spark's JVM:
+        # leave without waiting for it (and without the py4j errors it would log on
+        # the way out). The JVM exits by itself once its stdin, our pipe, closes.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command == "scenarios":
             return cmd_scenarios()
@@ -124,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_reproduce(args)
         if args.command == "docker":
             return cmd_docker(args)
+        if args.command == "collect":
+            return cmd_collect(args)
         return cmd_check(args)
     except HarnessError as e:
         print(f"isrlab: {e}", file=sys.stderr)
@@ -131,6 +160,47 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("isrlab: interrupted", file=sys.stderr)
         return RunIncomplete.exit_code
+
+
+class CheckInterrupted(Interrupted):
+    """SIGINT/SIGTERM/SIGHUP while the checker ran (exit 3, "isrlab: interrupted")."""
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+
+_abandoned = threading.Event()  # set once a check thread is left running
+
+
+def _interruptible(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """fn(*args, **kwargs) -- the Spark check -- run in a worker thread while this,
+    the main thread, waits; an interrupt raises CheckInterrupted here at once.
+
+    Why a thread: PySpark's SparkContext, created on the main thread, replaces the
+    SIGINT handler with one that calls into the JVM from inside the handler, and
+    py4j logs the call it interrupts (~48 lines of traceback) before the
+    KeyboardInterrupt arrives. Created on another thread, it leaves ours in place,
+    and nothing of the check's has to be unwound: main() exits without it."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, name="isrlab-check", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except (KeyboardInterrupt, Interrupted):
+        _abandoned.set()
+        logging.disable(logging.CRITICAL)  # py4j's complaints, as the JVM goes
+        raise CheckInterrupted() from None
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def cmd_scenarios() -> int:
@@ -167,9 +237,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                        incomplete=True)
     progress.line("checking ...")
     try:
-        result = check_runs([record.run_dir], progress=lambda m: progress.line(f"  {m}"))[0]
+        result = _interruptible(check_runs, [record.run_dir],
+                                progress=lambda m: progress.line(f"  {m}"))[0]
     except CheckerError as e:
         return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
+    except CheckInterrupted as e:
+        return _finish(args, summary, e.exit_code, error=str(e))
     report = _render(record.run_dir)
     code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
@@ -246,8 +319,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise UsageError(f"no such run directory: {p}")
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     try:
-        results = check_runs(list(args.paths), master=args.master,
-                             progress=progress.line, results_table=args.results)
+        _collect_crashed_runs(discover(list(args.paths)), progress)
+        results = _interruptible(check_runs, list(args.paths), master=args.master,
+                                 progress=progress.line, results_table=args.results)
     except CheckerError as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
@@ -276,6 +350,37 @@ def cmd_check(args: argparse.Namespace) -> int:
     return max(r.exit_code for r in results)
 
 
+def _collect_crashed_runs(run_dirs: list[Path], progress: Progress) -> None:
+    """Collect every run among run_dirs still marked "running" whose harness is gone
+    (harness.collect.collect_crashed), saying so on stderr; refuse (UsageError,
+    nothing touched) if any of them is still going or cannot be checked from here."""
+    # A run.json the checker cannot read is the checker's to report, with its line.
+    running = [r for r in run_dirs if run_status(r) == RUNNING]
+    for r in running:
+        owner_gone(r, read_meta(r))  # all refused before any is touched
+    for r in running:
+        done = collect_crashed(r, say=lambda m: progress.line(f"  {m}"))
+        if done is not None:
+            print(f"isrlab: run {r} had crashed ({done.why}): collected its replicas from "
+                  "the brokers' data; checking what it recorded", file=sys.stderr)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    run_dir: Path = args.run_dir
+    if not run_dir.is_dir():
+        raise UsageError(f"no such run directory: {run_dir}")
+    status = read_meta(run_dir).get("status")
+    done = collect_crashed(run_dir, say=print)
+    if done is None:
+        if status == CRASHED:
+            print(f"run {run_dir} was collected already (status crashed): nothing to do")
+        else:
+            print(f"run {run_dir} ended (status {status}): nothing to collect")
+        return 0
+    print(f"run {run_dir}: status crashed; `isrlab check {run_dir}` checks what it recorded")
+    return 0
+
+
 def cmd_docker(args: argparse.Namespace) -> int:
     # Imported here: the docker SDK is only needed by those who use Docker.
     from harness import docker_image
@@ -291,6 +396,9 @@ def cmd_docker(args: argparse.Namespace) -> int:
         if r.removed:
             print(f"removed run {r.run_id} ({_counts(r.counts, zeros=False)}): {r.why}")
             total = {k: n + r.counts[k] for k, n in total.items()}
+        elif r.awaiting_collect:
+            print(f"kept volumes of crashed run {r.run_id} until "
+                  f"`isrlab collect {r.awaiting_collect}`")
         else:
             print(f"kept run {r.run_id}: {r.why}")
     kept = len({r.run_id for r in runs if not r.removed})

@@ -3,25 +3,37 @@
 A running broker answers `status` and `dump-log`. A broker that is down (or
 frozen) is read from its data directory instead (`broker.storage.read_offline`);
 its state.json then says `"source": "data-dir"`.
+
+A run whose harness died (SIGKILL, a crashed machine's CI job) was never
+collected: run.json still says "running" and its owner is gone.
+`collect_crashed` (`isrlab collect`, and `isrlab check` when it meets one) stops
+what is left of its cluster, reads every broker's data directory the same way,
+and marks the run "crashed" (docs/run-directory.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from broker.wire import WireError
-from contract import LOG, STATE
+from contract import EVENTS, HISTORY, LOG, STATE
 from harness.admin import request, try_status
+from harness.backends import backend_class
 from harness.backends.base import Backend
-from harness.rundir import RunDirWriter, write_jsonl
+from harness.errors import UsageError
+from harness.owner import Liveness, Owner
+from harness.rundir import CRASHED, RUNNING, RunDirWriter, read_meta, utc_at, utc_now, write_jsonl
 
 
-def _hosted(backend: Backend, node: str) -> list[tuple[str, int]]:
+def _hosted(topics: list[dict[str, Any]], node: str) -> list[tuple[str, int]]:
     return [
         (t["name"], p)
-        for t in backend.spec.topics
+        for t in topics
         for p, replicas in enumerate(t["replicas"])
         if node in replicas
     ]
@@ -44,12 +56,20 @@ def collect_replicas(backend: Backend, run: RunDirWriter) -> dict[str, str]:
                                    "source": "status"})
                 how[node] = "status"
                 continue
-        rows, parts = _from_data_dir(backend.data_dir(node), _hosted(backend, node))
-        write_jsonl(out / LOG, rows)
-        _write_state(out, {"node": node, "partitions": parts, "source": "data-dir",
-                           "running": False})
+        _write_offline(out, node, backend.data_dir(node), _hosted(backend.spec.topics, node))
         how[node] = "data-dir"
     return how
+
+
+def _write_offline(out: Path, node: str, data_dir: Path | None,
+                   hosted: list[tuple[str, int]]) -> int:
+    """Write a down broker's log.jsonl and state.json from its data directory;
+    returns how many records it holds."""
+    rows, parts = _from_data_dir(data_dir, hosted)
+    write_jsonl(out / LOG, rows)
+    _write_state(out, {"node": node, "partitions": parts, "source": "data-dir",
+                       "running": False})
+    return len(rows)
 
 
 def _dump_logs(backend: Backend, node: str, status: dict[str, Any]) -> list[dict[str, Any]]:
@@ -95,3 +115,102 @@ def _from_data_dir(data_dir: Path | None, hosted: list[tuple[str, int]]
 
 def _write_state(out: Path, state: dict[str, Any]) -> None:
     (out / STATE).write_text(json.dumps(state, indent=2) + "\n")
+
+
+@dataclass
+class Crashed:
+    """What `collect_crashed` did with one crashed run."""
+
+    run_id: str
+    run_dir: Path
+    why: str  # "owner pid 1234 on host H is gone"
+    stopped: list[str] = field(default_factory=list)  # what still ran, in words
+    # broker -> how many records its data held (None: no data directory)
+    records: dict[str, int | None] = field(default_factory=dict)
+    removed: str | None = None  # the backend's leftovers removed, in words
+
+
+def owner_liveness(meta: dict[str, Any]) -> tuple[Liveness, str]:
+    """Whether the harness that wrote run.json (its `owner`) still runs, with the
+    reason in words. A run without an owner record (an older isrlab) counts as gone."""
+    owner = Owner.of_record(meta.get("owner"))
+    if owner is None:
+        return Liveness.GONE, "no owner recorded (run by an older isrlab)"
+    return owner.liveness()
+
+
+def owner_gone(run_dir: Path, meta: dict[str, Any]) -> str:
+    """Why the owner of the "running" run in run_dir is gone ("owner pid 1234 on
+    host H is gone"); UsageError (exit 2) if it is alive -- the run is still going,
+    and collecting would pull its data from under it -- or cannot be checked from
+    here (another host or PID namespace)."""
+    liveness, why = owner_liveness(meta)
+    if liveness is Liveness.ALIVE:
+        raise UsageError(f"run {run_dir} is still going ({why}); wait until it has ended")
+    if liveness is Liveness.UNKNOWN:
+        raise UsageError(f"run {run_dir} is marked running and its {why}; "
+                         f"run `isrlab collect {run_dir}` where it ran")
+    return why
+
+
+def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
+                    ) -> Crashed | None:
+    """Finish a run whose harness died: stop what is left of its cluster, write
+    replicas/<broker>/{log.jsonl,state.json} from each broker's data directory, set
+    run.json's status to "crashed" (with `ended_at`, `collected_at` and `error`), then
+    remove the backend's leftovers (Docker: containers, network, volumes).
+
+    Returns None, touching nothing, if run.json is not "running" (the run ended, or
+    was collected already). Raises UsageError (exit 2) if the run is still going
+    (its owner is alive) or its owner cannot be checked from here (another host or
+    PID namespace), and for a run.json without a cluster or with an unknown backend."""
+    run_dir = Path(run_dir)
+    meta = read_meta(run_dir)
+    if meta.get("status") != RUNNING:
+        return None
+    why = owner_gone(run_dir, meta)
+    cluster = meta.get("cluster")
+    brokers = cluster.get("brokers") if isinstance(cluster, dict) else None
+    topics = cluster.get("topics") if isinstance(cluster, dict) else None
+    try:
+        hosted = {str(b): _hosted(topics, b) for b in brokers}  # type: ignore[union-attr]
+    except (TypeError, KeyError, AttributeError):
+        raise UsageError(f"{run_dir}/run.json: no cluster (brokers, topics with replica "
+                         "lists) recorded; cannot tell which replicas to collect") from None
+    backend = backend_class(str(meta.get("backend")))
+    run = RunDirWriter.reopen(run_dir)
+    done = Crashed(run.run_id, run_dir, why)
+    say(f"run {run.run_id} crashed: {why}")
+    salvage = backend.salvage(run_dir, run.run_id, list(hosted))
+    done.stopped = salvage.stopped
+    if salvage.stopped:
+        say(f"stopped what was left running: {', '.join(salvage.stopped)}")
+    for node, parts in hosted.items():
+        data_dir = salvage.data_dirs.get(node)
+        n = _write_offline(run.replica_dir(node), node, data_dir, parts)
+        done.records[node] = n if data_dir is not None and data_dir.is_dir() else None
+    say("replicas rebuilt from the data directories: " + ", ".join(
+        f"{node} ({'no data' if n is None else f'{n} records'})"
+        for node, n in done.records.items()))
+    run.write_meta(
+        status=CRASHED,
+        ended_at=_last_write(run_dir) or utc_now(),
+        collected_at=utc_now(),
+        error=f"the harness died before the run ended ({why}); replicas rebuilt from "
+              "the brokers' data directories by `isrlab collect`",
+    )
+    done.removed = backend.discard(run.run_id)
+    if done.removed:
+        say(f"removed the run's leftovers: {done.removed}")
+    return done
+
+
+def _last_write(run_dir: Path) -> str | None:
+    """When the harness last wrote the history or the events: about when it died."""
+    times = []
+    for name in (HISTORY, EVENTS):
+        try:
+            times.append(os.stat(run_dir / name).st_mtime)
+        except OSError:
+            pass
+    return utc_at(max(times)) if times else None

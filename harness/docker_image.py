@@ -12,10 +12,12 @@ Two images:
   `broker/` and the base image id, so editing the broker rebuilds it and nothing
   else does.
 
-Everything isrlab starts at run time carries the label `isrlab.run=<run-id>` and
-its owner (`harness.owner`: host, pid, start time); `sweep_leftovers()` removes what
-runs whose owner is gone left behind and keeps the rest, `clean_leftovers()`
-removes one run's objects (its own teardown).
+Everything isrlab starts at run time carries the label `isrlab.run=<run-id>`, the
+path of the run directory (`isrlab.run_dir`) and its owner (`harness.owner`: host,
+pid, start time); `sweep_leftovers()` removes what runs whose owner is gone left
+behind and keeps the rest -- and the volumes of a crashed run whose directory still
+waits for `isrlab collect` -- and `clean_leftovers()` removes one run's objects (its
+own teardown).
 """
 
 from __future__ import annotations
@@ -45,8 +47,14 @@ import requests.exceptions
 import broker
 from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
 from harness.owner import Liveness, Owner, liveness_of
+from harness.rundir import RUNNING, run_status
 
 LABEL_RUN = "isrlab.run"
+LABEL_RUN_DIR = "isrlab.run_dir"  # absolute path of the run directory
+LABEL_NODE = "isrlab.node"  # the node a container or volume is of
+# LABEL_NODE of the one-off containers a run makes besides its nodes: <node><suffix>
+POWER_CYCLE_SUFFIX = "-power-cycle"
+COLLECT_SUFFIX = "-collect"
 LABEL_IMAGE = "isrlab.image"
 LABEL_HASH = "isrlab.hash"
 BASE_REPO = "isrlab-base"
@@ -96,10 +104,14 @@ def _eprint(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def run_labels(run_id: str, owner: Owner | None = None) -> dict[str, str]:
+def run_labels(run_id: str, owner: Owner | None = None,
+               run_dir: Path | None = None) -> dict[str, str]:
     """Labels every container, network and volume of run `run_id` must carry: the
-    run and its owner (this process unless given)."""
-    return {LABEL_RUN: run_id, **(owner or Owner.this_process()).labels()}
+    run, its directory (if given) and its owner (this process unless given)."""
+    labels = {LABEL_RUN: run_id, **(owner or Owner.this_process()).labels()}
+    if run_dir is not None:
+        labels[LABEL_RUN_DIR] = str(Path(run_dir).resolve())
+    return labels
 
 
 def docker_client(timeout: float | None = None) -> docker.client.DockerClient:
@@ -504,6 +516,9 @@ class RunSweep:
     counts: dict[str, int] = field(
         default_factory=lambda: {"containers": 0, "networks": 0, "volumes": 0}
     )
+    # Kept because the run crashed and its directory (this path) still waits for
+    # `isrlab collect`, which reads the volumes.
+    awaiting_collect: str | None = None
 
 
 def _labels(item: Any) -> dict[str, str]:
@@ -521,6 +536,11 @@ def sweep_leftovers(
     run's with `force`); keep those of a live owner, or of one on another host or in
     another PID namespace that cannot be checked from here. Objects without owner
     labels (older isrlab) count as orphaned. `run_id` limits the sweep to one run.
+
+    The volumes of a crashed run whose directory (label `isrlab.run_dir`, on this
+    host) is still marked "running" are kept, unless `force`: `isrlab collect` reads
+    its replicas from them; the logs of its containers are saved into that
+    directory before they go.
 
     Returns one RunSweep per run (and owner) in run order, and the errors of
     removals that failed (each "container NAME: message")."""
@@ -545,10 +565,16 @@ def sweep_leftovers(
                 elif liveness is Liveness.UNKNOWN:
                     why = f"{why}; --force removes it"
                 run = labels.get(LABEL_RUN, "?")
+                awaiting = None if force or not gone else _awaiting_collect(labels)
+                if awaiting is not None and kind == "volumes":
+                    gone, why = False, f"its run directory {awaiting} has no replicas yet"
                 entry = runs.setdefault((run, gone, why), RunSweep(run, gone, why))
                 if not gone:
                     entry.counts[kind] += 1
+                    entry.awaiting_collect = awaiting
                     continue
+                if awaiting is not None and kind == "containers":
+                    _save_log(item, Path(awaiting))
                 try:
                     remove(item)
                     entry.counts[kind] += 1
@@ -560,6 +586,29 @@ def sweep_leftovers(
         if own:
             client.close()
     return sorted(runs.values(), key=lambda r: (r.run_id, not r.removed)), errors
+
+
+def _awaiting_collect(labels: dict[str, str]) -> str | None:
+    """The run directory named in `labels` if it is here and still marked "running"
+    (its harness died before collecting the replicas), else None."""
+    run_dir = labels.get(LABEL_RUN_DIR)
+    if run_dir and run_status(Path(run_dir)) == RUNNING:
+        return run_dir
+    return None
+
+
+def _save_log(container: Any, run_dir: Path) -> None:
+    """A crashed run's container log into run_dir/logs/<node>.log, before the
+    container goes (best effort: the log is worth having, not worth failing for)."""
+    node = (container.labels or {}).get(LABEL_NODE)
+    if not node or "/" in node or node.endswith((POWER_CYCLE_SUFFIX, COLLECT_SUFFIX)):
+        return
+    try:
+        raw = container.logs(stdout=True, stderr=True)
+        (run_dir / "logs").mkdir(exist_ok=True)
+        (run_dir / "logs" / f"{node}.log").write_bytes(raw)
+    except (OSError, docker.errors.APIError):
+        pass
 
 
 def port_holder(port: int, client: docker.client.DockerClient | None = None) -> str | None:

@@ -1,11 +1,13 @@
-"""Who owns a run's Docker objects, and whether that owner is still alive.
+"""Who owns a run, and whether that owner is still alive.
 
-Every container, network and volume a Docker run creates carries its owner: the
-host name, the pid of the isrlab process, that process's start time (so a
-recycled pid is not mistaken for the owner) and its PID namespace (so a pid seen
-from another namespace on the same host is not checked against ours).
+A run's owner is the isrlab process that runs it: the host name, its pid, that
+process's start time (so a recycled pid is not mistaken for the owner) and its
+PID namespace (so a pid seen from another namespace on the same host is not
+checked against ours). It is recorded in run.json (`owner`, docs/run-directory.md)
+and on every container, network and volume of a Docker run (labels).
 `isrlab docker clean` removes only what belongs to an owner that is gone
-(docker/README.md).
+(docker/README.md); `isrlab collect` and `isrlab check` treat a run still marked
+"running" whose owner is gone as crashed, and refuse one whose owner is alive.
 """
 
 from __future__ import annotations
@@ -71,6 +73,21 @@ class Owner:
         if not host or not pid or not pid.isdigit():
             return None
         return cls(host, int(pid), labels.get(LABEL_START, ""), labels.get(LABEL_PIDNS, ""))
+
+    @classmethod
+    def of_record(cls, record: object) -> Owner | None:
+        """The owner recorded in run.json (`as_record`'s shape); None if there is
+        none (a run of an isrlab older than the record) or it is garbled."""
+        if not isinstance(record, dict):
+            return None
+        host, pid = record.get("host"), record.get("pid")
+        if not isinstance(host, str) or not host or not isinstance(pid, int) or pid <= 0:
+            return None
+        return cls(host, pid, str(record.get("start") or ""), str(record.get("pidns") or ""))
+
+    def as_record(self) -> dict[str, str | int]:
+        """The owner as run.json records it."""
+        return {"host": self.host, "pid": self.pid, "start": self.start, "pidns": self.pidns}
 
     def labels(self) -> dict[str, str]:
         return {LABEL_HOST: self.host, LABEL_PID: str(self.pid), LABEL_START: self.start,

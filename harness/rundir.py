@@ -1,8 +1,10 @@
 """Writing the run directory (docs/run-directory.md, format version 1): layout and run.json.
 
-run.json is written when the run starts (ended_at null, status "running") and
-rewritten atomically when it ends, so a crashed run is recognisable as such.
-The checker reads run directories with its own reader (checker/rundir.py).
+run.json is written when the run starts (ended_at null, status "running", and the
+`owner`: the harness process, harness.owner) and rewritten atomically when it ends,
+so a crashed run is recognisable as such: "running" and its owner gone.
+`isrlab collect` (harness.collect.collect_crashed) then reopens it and marks it
+"crashed". The checker reads run directories with its own reader (checker/rundir.py).
 """
 
 from __future__ import annotations
@@ -15,10 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from contract import EVENTS, FORMAT_VERSION, HISTORY, LOGS, REPLICAS, RUN_JSON
+from harness.errors import UsageError
+
+# run.json "status" (docs/run-directory.md)
+RUNNING = "running"  # written at start; still so if the harness died
+COMPLETE = "complete"
+INCOMPLETE = "incomplete"  # the harness ended the run early (error, Ctrl-C)
+CRASHED = "crashed"  # the harness died; `isrlab collect` rebuilt the replicas
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_at(unix_s: float) -> str:
+    """A Unix time as utc_now() writes times."""
+    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
 
 
 def new_run_id(scenario: str | None, protocol: str) -> str:
@@ -30,13 +45,25 @@ class RunDirWriter:
     """Creates one run's directory, names where each of its files goes, and keeps
     its run.json up to date."""
 
-    def __init__(self, root: Path, run_id: str) -> None:
+    def __init__(self, root: Path, run_id: str, *, existing: bool = False) -> None:
         self.run_id = run_id
         self.path = root / run_id
+        self._meta: dict[str, Any] = {}
+        if existing:
+            self._meta = read_meta(self.path)
+            self.run_id = str(self._meta.get("run_id") or run_id)  # if the dir was renamed
+            self.logs.mkdir(exist_ok=True)
+            self.replicas.mkdir(exist_ok=True)
+            return
         self.path.mkdir(parents=True, exist_ok=False)
         self.logs.mkdir()
         self.replicas.mkdir()
-        self._meta: dict[str, Any] = {}
+
+    @classmethod
+    def reopen(cls, path: Path) -> RunDirWriter:
+        """The writer of an existing run directory, its run.json as found
+        (UsageError if there is none or it is garbled)."""
+        return cls(path.parent, path.name, existing=True)
 
     @property
     def run_json(self) -> Path:
@@ -82,3 +109,29 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """run.json of `run_dir` as a dict; UsageError (one line, exit 2) if it is
+    missing or is not a JSON object."""
+    path = run_dir / RUN_JSON
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir} is not a run directory (no {RUN_JSON})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot be read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    if not isinstance(meta, dict):
+        raise UsageError(f"{path}:1: expected a JSON object")
+    return meta
+
+
+def run_status(run_dir: Path) -> str | None:
+    """run.json's status, or None if there is no readable run.json."""
+    try:
+        status = read_meta(run_dir).get("status")
+    except UsageError:
+        return None
+    return status if isinstance(status, str) else None

@@ -1,9 +1,11 @@
 """One run of a scenario, start to finish, writing its run directory.
 
-Order: run directory and run.json -> cluster up (controller, brokers, leaders
-known) -> events collector -> steps -> replicas collected -> teardown (always,
-in a finally) -> run.json closed. The harness never judges: checking is the
-checker's job, called by the CLI afterwards.
+Order: run directory and run.json (status "running", with its owner: this
+process) -> cluster up (controller, brokers, leaders known) -> events collector
+-> steps -> replicas collected -> teardown (always, in a finally) -> run.json
+closed. A harness killed before the end leaves a "running" run whose owner is
+gone: `isrlab collect` finishes it (harness.collect.collect_crashed). The
+harness never judges: checking is the checker's job, called by the CLI afterwards.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from harness.collect import collect_replicas
 from harness.errors import HarnessError, Interrupted, RunIncomplete
 from harness.events import EventsCollector
 from harness.observe import Observer, wait_for
+from harness.owner import Owner
 from harness.progress import Progress
-from harness.rundir import RunDirWriter, new_run_id, utc_now
+from harness.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
 from harness.scenario import Scenario
 from harness.steps import StepContext, StepRunner
 from nemesis.faults import FaultWindow, Nemesis
@@ -88,7 +91,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         started_at=utc_now(),
         start_unix_ns=clock.start_unix_ns,
         ended_at=None,
-        status="running",
+        status=RUNNING,
+        # Who runs it: a "running" run whose owner is gone crashed (`isrlab collect`).
+        owner=Owner.this_process().as_record(),
     )
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
                   f"on {opts.backend} (seed {seed})")
@@ -154,7 +159,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             history.close()
             run.write_meta(
                 ended_at=utc_now(),
-                status="incomplete" if error else "complete",
+                status=INCOMPLETE if error else COMPLETE,
                 error=str(error) if error else None,
                 fault_windows=[w.as_dict() for w in nemesis.windows],
                 labels=labels,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS, free_port
+from conftest import ROOT, TESTS, alive, free_port
 
 
 def isrlab(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -243,3 +244,105 @@ def test_check_batch_writes_index_junit_and_results(tmp_path: Path) -> None:
     assert "1 of 2 not valid" in index
     assert (tmp_path / "junit.xml").read_text().count("<testcase") == 2
     assert (tmp_path / "results" / "runs").is_dir()
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is pid (the Spark driver JVM of an isrlab)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
+    """What proc writes on stdout up to and including `text` (read from the file
+    descriptor itself: nothing stays in a Python buffer select cannot see)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 65536) if ready else b""
+        assert chunk, (f"no {text!r} on stdout within {timeout:.0f}s", seen.decode(),
+                       proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+        seen += chunk
+    return seen.decode()
+
+
+def interrupt_once_spark_runs(proc: subprocess.Popen, sig: signal.Signals
+                              ) -> tuple[str, str, float]:
+    """Wait until proc's check has Spark up (its first progress line after Spark
+    started), send sig; returns stdout, stderr and seconds from the signal to exit.
+    Asserts the Spark JVM goes too."""
+    try:
+        before = read_until(proc, "reading 1 run(s)", 240)
+        jvm = children(proc.pid)
+        assert jvm, "no Spark driver JVM under isrlab"
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+        out = before + out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in jvm):  # it exits once its stdin, isrlab's pipe, closes
+        assert time.monotonic() < deadline, "the Spark JVM outlived isrlab"
+        time.sleep(0.2)
+    return out, err, elapsed
+
+
+@pytest.mark.spark
+def test_interrupt_during_check_is_one_line(tmp_path: Path) -> None:
+    """Ctrl-C while Spark checks: `isrlab: interrupted`, exit 3, within seconds --
+    no Py4J traceback."""
+    from harness.progress import Progress
+    from harness.runner import RunOptions, run_scenario
+    from harness.scenario import load_scenario
+
+    record = run_scenario(load_scenario(TESTS / "data" / "single-broker.yaml"),
+                          RunOptions(protocol="latest", seed=1, runs_dir=tmp_path,
+                                     backend_options={"port": free_port()}),
+                          Progress(quiet=True))
+    assert record.error is None, record.error
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "check", str(record.run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=ROOT)
+    _, err, elapsed = interrupt_once_spark_runs(proc, signal.SIGINT)
+    assert proc.returncode == 3, err
+    assert err == "isrlab: interrupted\n", err
+    assert "Traceback" not in err and "py4j" not in err.lower()
+    assert elapsed < 10, f"took {elapsed:.1f}s to exit"
+    assert not (record.run_dir / "check" / "summary.json").exists()
+
+
+@pytest.mark.spark
+def test_sigterm_during_reproduces_check_is_one_line(tmp_path: Path) -> None:
+    """SIGTERM once the run is complete and being checked: one line, exit 3, the run
+    directory complete (`isrlab check` can check it), nothing left running."""
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "reproduce",
+         str(TESTS / "data" / "single-broker.yaml"), "--protocol", "latest",
+         "--port", str(free_port()), "--runs-dir", str(runs)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    out, err, elapsed = interrupt_once_spark_runs(proc, signal.SIGTERM)
+    assert proc.returncode == 3, (out, err)
+    assert err == "isrlab: interrupted\n", err
+    assert "Traceback" not in err and "py4j" not in err.lower()
+    assert elapsed < 10, f"took {elapsed:.1f}s to exit"
+    (run_dir,) = runs.iterdir()
+    assert f"run: {run_dir}\n" in out
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["ended_at"]
+    assert processes_mentioning(str(runs)) == []

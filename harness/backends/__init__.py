@@ -19,6 +19,12 @@ BACKENDS: dict[str, str] = {
 
 
 def make_backend(name: str, spec: ClusterSpec, run_dir: Path, **options: Any) -> Backend:
+    return backend_class(name)(spec, run_dir, **options)
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The Backend subclass called `name`; UsageError if there is none or it cannot
+    be imported (the docker SDK missing)."""
     try:
         target = BACKENDS[name]
     except KeyError:
@@ -30,7 +36,7 @@ def make_backend(name: str, spec: ClusterSpec, run_dir: Path, **options: Any) ->
         backend_cls = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError) as e:
         raise UsageError(f"backend {name!r} is not available: {e}") from None
-    return backend_cls(spec, run_dir, **options)
+    return backend_cls
 
 
-__all__ = ["BACKENDS", "Backend", "ClusterSpec", "make_backend"]
+__all__ = ["BACKENDS", "Backend", "ClusterSpec", "backend_class", "make_backend"]

@@ -82,6 +82,14 @@ def address_in_use(addr: str, node: str) -> UsageError:
                       f"{holder or 'try another --port'}")
 
 
+@dataclass
+class Salvage:
+    """What `Backend.salvage` found of a crashed run."""
+
+    stopped: list[str]  # what still ran and was stopped, in words ("broker A (pid 123)")
+    data_dirs: dict[str, Path | None]  # broker -> its data directory here (None: no data)
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to run: the part of a scenario a backend needs."""
@@ -261,3 +269,19 @@ class Backend(ABC):
     def teardown(self) -> None:
         """Stop everything this backend started. Idempotent; never raises for a
         process that is already gone."""
+
+    # -- a run whose harness died -------------------------------------------
+
+    @classmethod
+    def salvage(cls, run_dir: Path, run_id: str, brokers: list[str]) -> Salvage:
+        """For run `run_id` (directory `run_dir`), whose harness died without a
+        teardown: stop (SIGKILL) whatever of it still runs, so its files stop
+        changing, save what logs only the backend holds under run_dir/logs/, and
+        return each broker's data directory, readable here."""
+        raise UsageError(f"the {cls.name} backend cannot collect a crashed run")
+
+    @classmethod
+    def discard(cls, run_id: str) -> str | None:
+        """Remove what is left of crashed run `run_id` once its replicas are written;
+        what was removed, in words (None: nothing to remove)."""
+        return None

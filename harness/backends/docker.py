@@ -10,10 +10,15 @@ container is reused across kill/start, so its `docker logs` hold every incarnati
 Faults: kill = SIGKILL to the container, pause/resume = the cgroup freezer
 (`docker pause`), power-cycle = kill + `broker.storage.drop_unsynced` on the volume in
 a one-off container, partitions = iptables DROP rules inside the containers (hence
-NET_ADMIN). Everything carries the label `isrlab.run=<run-id>` and the owner labels
-of this process (harness.owner), and teardown removes it all;
-`harness.docker_image.sweep_leftovers()` (`isrlab docker clean`) removes what a
-killed harness left, once its owner is gone.
+NET_ADMIN). Everything carries the label `isrlab.run=<run-id>`, the run
+directory's path (`isrlab.run_dir`) and the owner labels of this process
+(harness.owner), and teardown removes it all.
+
+A killed harness leaves its containers running. `salvage` (`isrlab collect`) kills
+them, saves their logs and copies each broker's volume into run_dir/data/<node>;
+`discard` then removes the run's objects. `harness.docker_image.sweep_leftovers()`
+(`isrlab docker clean`) removes what a killed harness left once its owner is gone,
+but keeps the volumes of a run whose directory still waits for `isrlab collect`.
 """
 
 from __future__ import annotations
@@ -43,10 +48,16 @@ from harness.backends.base import (
     LOG_TAIL_LINES,
     Backend,
     ClusterSpec,
+    Salvage,
     address_in_use,
     check_port_range,
 )
 from harness.docker_image import (
+    COLLECT_SUFFIX,
+    LABEL_IMAGE,
+    LABEL_NODE,
+    LABEL_RUN,
+    POWER_CYCLE_SUFFIX,
     DockerUnavailable,
     clean_leftovers,
     docker_client,
@@ -60,7 +71,6 @@ Container = docker.models.containers.Container
 NODE_PORT = 9092
 CONFIG_DIR = "/etc/isrlab"
 DATA_DIR = "/data"
-LABEL_NODE = "isrlab.node"
 STATE_TTL = 0.25  # seconds a cached container state is trusted by is_running()
 
 # The container's entrypoint: apply this node's partition rules (put there before a
@@ -137,7 +147,7 @@ class DockerBackend(Backend):
         self.quiet = quiet
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self.run_id = run_dir.name
-        self.labels = run_labels(self.run_id)
+        self.labels = run_labels(self.run_id, run_dir=run_dir)
         self.prefix = f"isrlab-{_name_part(self.run_id)}"
         aliases = [self.alias(n) for n in self.nodes]
         if len(set(aliases)) != len(aliases):
@@ -405,7 +415,7 @@ class DockerBackend(Backend):
         box = client.containers.create(
             self.image,
             ["-c", _DROP_UNSYNCED],
-            labels={**self.labels, LABEL_NODE: f"{node}-power-cycle"},
+            labels={**self.labels, LABEL_NODE: f"{node}{POWER_CYCLE_SUFFIX}"},
             volumes={entry.volume: {"bind": DATA_DIR, "mode": "rw"}},
             network_mode="none",
         )
@@ -485,20 +495,7 @@ class DockerBackend(Backend):
         entry = self._nodes.get(node)
         if entry is None:
             return None
-        dest = self.run_dir / "data" / node
-        try:
-            chunks, _ = entry.container.get_archive(f"{DATA_DIR}/.")
-            blob = b"".join(chunks)
-        except docker.errors.APIError:
-            return None
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-            if hasattr(tarfile, "data_filter"):  # 3.11.4+: refuse paths escaping dest
-                tar.extractall(dest, filter="data")
-            else:
-                tar.extractall(dest)  # noqa: S202 - our own container's volume
-        return dest
+        return _copy_data(entry.container, _data_copy(self.run_dir, node))
 
     def collect_logs(self, run_dir: Path) -> None:
         """Each container's log (every incarnation) into run_dir/logs/<node>.log.
@@ -574,8 +571,108 @@ class DockerBackend(Backend):
                 for entry in self._nodes.values():
                     entry.state = "absent"
 
+    # -- a run whose harness died --------------------------------------------
+
+    @classmethod
+    def salvage(cls, run_dir: Path, run_id: str, brokers: list[str]) -> Salvage:
+        client = docker_client()
+        try:
+            return _salvage(client, run_dir, run_id, brokers)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+            raise RunIncomplete(f"cannot collect docker run {run_id}: {one_line(e)}") from e
+        finally:
+            client.close()
+
+    @classmethod
+    def discard(cls, run_id: str) -> str | None:
+        removed = clean_leftovers(run_id=run_id)
+        return ", ".join(f"{n} {kind if n != 1 else kind[:-1]}"
+                         for kind, n in removed.items() if n) or None
+
     def _atexit(self) -> None:
         # A harness that exits without reaching teardown (an exception in a thread,
         # sys.exit mid-run) still removes its containers.
         if not self._torn_down and (self._nodes or self._network is not None):
             self._remove_all()
+
+
+def _data_copy(run_dir: Path, node: str) -> Path:
+    """Where the harness keeps its copy of `node`'s volume."""
+    return run_dir / "data" / node
+
+
+def _copy_data(container: Container, dest: Path) -> Path | None:
+    """Copy what `container` has at DATA_DIR (its volume) into dest, replacing what
+    was there; None if the engine refuses."""
+    try:
+        chunks, _ = container.get_archive(f"{DATA_DIR}/.")
+        blob = b"".join(chunks)
+    except docker.errors.APIError:
+        return None
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        if hasattr(tarfile, "data_filter"):  # 3.11.4+: refuse paths escaping dest
+            tar.extractall(dest, filter="data")
+        else:
+            tar.extractall(dest)  # noqa: S202 - our own container's volume
+    return dest
+
+
+def _salvage(client: docker.client.DockerClient, run_dir: Path, run_id: str,
+             brokers: list[str]) -> Salvage:
+    filters = {"label": f"{LABEL_RUN}={run_id}"}
+    nodes = [CONTROLLER, *brokers]
+    containers = {c.labels.get(LABEL_NODE): c
+                  for c in client.containers.list(all=True, filters=filters)}
+    stopped = []
+    for node in nodes:
+        c = containers.get(node)
+        if c is None or c.status not in ("running", "paused", "restarting"):
+            continue
+        try:
+            c.kill(signal="SIGKILL")  # as it is: a frozen one too, where the engine can
+        except docker.errors.APIError:
+            c.unpause()  # older engines kill no paused container
+            c.kill(signal="SIGKILL")
+        c.wait(timeout=30)
+        stopped.append(f"{'controller' if node == CONTROLLER else 'broker ' + node} "
+                       f"(container {c.name})")
+    logs = run_dir / LOGS
+    for node in nodes:
+        if node in containers:
+            logs.mkdir(parents=True, exist_ok=True)
+            (logs / f"{node}.log").write_bytes(containers[node].logs(stdout=True, stderr=True))
+    volumes = {(v.attrs.get("Labels") or {}).get(LABEL_NODE): v.name
+               for v in client.volumes.list(filters=filters)}
+    data_dirs: dict[str, Path | None] = {}
+    for node in brokers:
+        dest = _data_copy(run_dir, node)
+        if volumes.get(node) is None:
+            # Never started, or its volume was removed: a copy taken earlier, if any.
+            data_dirs[node] = dest if dest.is_dir() else None
+        elif node in containers:  # the node's container mounts its volume at DATA_DIR
+            data_dirs[node] = _copy_data(containers[node], dest)
+        else:  # removed by `docker clean`: a throwaway container mounts the volume
+            box = client.containers.create(
+                _any_image(client, containers), ["-c", "pass"],
+                labels={**run_labels(run_id, run_dir=run_dir),
+                        LABEL_NODE: f"{node}{COLLECT_SUFFIX}"},
+                volumes={volumes[node]: {"bind": DATA_DIR, "mode": "ro"}},
+                network_mode="none",
+            )
+            try:
+                data_dirs[node] = _copy_data(box, dest)
+            finally:
+                box.remove(force=True)
+    return Salvage(stopped, data_dirs)
+
+
+def _any_image(client: docker.client.DockerClient, containers: dict[Any, Container]) -> str:
+    """An image to create a never-started container from: the run's own, else any
+    isrlab image here, else the broker image (built if missing)."""
+    for c in containers.values():
+        return c.attrs.get("Image") or c.image.id
+    for image in client.images.list(filters={"label": LABEL_IMAGE}):
+        return image.id
+    return ensure_images(quiet=True)

@@ -6,6 +6,11 @@ all of 127/8 to loopback). Each process runs in its own session/process group
 (signals reach the whole group, and a Ctrl-C at the terminal reaches only the
 harness, which then shuts the cluster down in order), writes stdout and stderr
 to logs/<node>.log, and keeps its data under data/<node>/ in the run directory.
+
+Every process asks the kernel to SIGKILL it when the harness dies, so a SIGKILLed
+harness leaves its data directories behind but (almost) no process; `salvage`
+finds any that is left by its command line (`--data-dir` under the run's data/)
+and kills it.
 """
 
 from __future__ import annotations
@@ -27,11 +32,16 @@ from harness.backends.base import (
     LOG_TAIL_LINES,
     Backend,
     ClusterSpec,
+    Salvage,
     address_free,
     address_in_use,
     check_port_range,
 )
 from harness.errors import RunIncomplete, UsageError
+from harness.owner import process_start
+
+DATA = "data"  # run_dir/data/<node>/: each node's data directory
+_MODULES = {"broker.server": "broker", "broker.controller": "controller"}
 
 # Runs in the child before the broker: asks the kernel to SIGKILL it if the
 # harness dies without cleaning up (even by SIGKILL), then execs the real
@@ -100,7 +110,7 @@ class LocalBackend(Backend):
         return f"{self.host_prefix}{i + 2}:{self.port}"
 
     def data_dir(self, node: str) -> Path:
-        return self.run_dir / "data" / node
+        return node_data_dir(self.run_dir, node)
 
     def log_path(self, node: str) -> Path:
         return self.run_dir / LOGS / f"{node}.log"
@@ -283,6 +293,28 @@ class LocalBackend(Backend):
         # Processes already write into run_dir/logs; nothing to copy.
         return None
 
+    @classmethod
+    def salvage(cls, run_dir: Path, run_id: str, brokers: list[str]) -> Salvage:
+        stopped = []
+        for pid, start, node, what in leftover_processes(run_dir):
+            try:
+                own_group = os.getpgid(pid) == pid
+            except ProcessLookupError:
+                continue
+            if own_group:
+                reaper.kill_group(pid)
+            else:
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        break
+            deadline = time.monotonic() + 10.0
+            while process_start(pid) == start and time.monotonic() < deadline:
+                time.sleep(0.02)
+            stopped.append(f"{what if what == node else f'{what} {node}'} (pid {pid})")
+        return Salvage(stopped, {b: node_data_dir(run_dir, b) for b in brokers})
+
     def teardown(self) -> None:
         with self._lock:
             nodes = list(self._procs)
@@ -311,3 +343,39 @@ class LocalBackend(Backend):
                 except subprocess.TimeoutExpired:
                     reaper.kill_group(proc.popen.pid)
                 self._reap(node)
+
+
+def node_data_dir(run_dir: Path, node: str) -> Path:
+    """Where the local backend keeps `node`'s data: run_dir/data/<node>."""
+    return run_dir / DATA / node
+
+
+def leftover_processes(run_dir: Path) -> list[tuple[int, str, str, str]]:
+    """(pid, start time, node, "broker" or "controller") of every live broker or
+    controller process whose data directory is in run_dir/data/ -- what a killed
+    harness may have left running. Found in /proc: the `--data-dir` of each
+    process's command line, taken relative to its working directory."""
+    data = os.path.realpath(run_dir / DATA)
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue  # gone, or another user's
+        args = argv.split("\0")
+        what = next((_MODULES[a] for a in args if a in _MODULES), None)
+        if what is None or "--data-dir" not in args[:-1]:
+            continue
+        data_dir = os.path.realpath(os.path.join(cwd, args[args.index("--data-dir") + 1]))
+        start = process_start(pid)
+        if os.path.dirname(data_dir) == data and start is not None:
+            found.append((pid, start, os.path.basename(data_dir), what))
+    return sorted(found)
