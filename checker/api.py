@@ -21,9 +21,16 @@ from pyspark.sql import functions as F
 
 from checker import figures
 from checker import scope as scope_mod
-from checker.anomalies import BY_NAME, REGISTRY
+from checker.anomalies import (
+    BY_NAME,
+    BY_VALUE,
+    COMPARED,
+    REGISTRY,
+    needed_final_ranges,
+    needed_values,
+)
 from checker.anomalies.observations import consumer_steps
-from checker.context import CheckContext
+from checker.context import CheckContext, Known
 from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epochs
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
@@ -180,7 +187,7 @@ def check_runs(
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
     try:
-        inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS)
+        inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
         say("summarising polls, faults and failed sends")
         sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
         windows = figures.faults(sparse)
@@ -190,12 +197,9 @@ def check_runs(
         say("building the final committed logs")
         final = final_log(spark, inputs, facts.digests, pages)
         steps = consumer_steps(sparse)
-        jumps = steps.filter(F.col("offset") > F.col("prev_offset") + 1).select(
-            *KEY, "prev_offset", "offset").collect()
-        failed = [tuple(r) for r in sparse.filter(
-            (F.col("f") == "send") & (F.col("type") == "fail")
-        ).select(*KEY, "value").collect()]
-        sc = scope_mod.scope(spark, inputs, facts, final, sends, failed, jumps, prune,
+        known = Known(spark, sparse, sends, steps, final)
+        sc = scope_mod.scope(spark, inputs, facts, final, BY_VALUE, needed_values(known),
+                             needed_final_ranges(known), prune,
                              sum(rd.history_bytes for rd in runs.values()))
         if sc.pruned:
             say(f"digests: {sc.suspect:,} of {sc.buckets:,} offset buckets need a "

@@ -1,6 +1,7 @@
 """What every anomaly detector gets: the parsed inputs, the history's few rows
 (checker.sparse), the final committed log and the scope of records the value-
-and offset-keyed checks read (checker.scope)."""
+and offset-keyed checks read (checker.scope); and, earlier, what the kinds'
+declarations of their needs (checker.anomalies.base.Needs) are computed from."""
 
 from __future__ import annotations
 
@@ -9,8 +10,22 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from checker.finallog import FinalLog
 from checker.load import Inputs
 from checker.scope import Scope
+from checker.sends import SendOps
+
+
+@dataclass
+class Known:
+    """What the checker knows before it narrows the inputs (checker.scope): small
+    or kept frames, read by the kinds' Needs to name the rows they need."""
+
+    spark: SparkSession
+    sparse: DataFrame  # checker.sparse
+    sends: SendOps  # checker.sends
+    steps: DataFrame  # CheckContext.steps
+    final: FinalLog  # where each partition's final log came from, and its length
 
 
 @dataclass

@@ -14,6 +14,11 @@ offset bucket, and an (offset, value):
 Facts are summed per (run, partition, source, bucket) into digests: a count,
 two sums of a 64-bit hash of (offset, value) and the highest offset (fixed-width
 sums only: Spark's hash aggregation; a string in the buffer would make it sort).
+Every source's records have an offset and a value; a replica log's also have an
+epoch. When an anomaly kind compares a field only the logs have (divergence: the
+epoch; checker.anomalies.base.Needs), the log digests get two more sums, of a hash
+of every field compared, so that replicas differing in that field alone differ
+in their digests too.
 A source is grouped as its letter and its process or broker, two columns, so
 that no string is built per record. Values acknowledged twice are found by
 checker.sends.
@@ -26,6 +31,7 @@ ordering checks look inside those polls only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
@@ -34,6 +40,11 @@ from pyspark.sql import functions as F
 from contract import FINAL_PROCESS
 
 _MASK32 = 0xFFFFFFFF
+
+# Record fields an anomaly kind can compare (checker.anomalies.base.Needs).
+OFFSET, VALUE, EPOCH = "offset", "value", "epoch"
+SHARED_FIELDS = (OFFSET, VALUE)  # every source's records have them
+LOG_FIELDS = (*SHARED_FIELDS, EPOCH)  # a replica log record's
 
 ACKED = "A"
 FINAL = "F"
@@ -55,6 +66,10 @@ class Digest:
     hi: int
     top: int | None
     uneven: bool
+    # Sums of the hash of every compared field, for the sources with fields beyond
+    # SHARED_FIELDS (the replica logs); None without such fields.
+    xlo: int | None = None
+    xhi: int | None = None
 
 
 @dataclass
@@ -110,11 +125,15 @@ def _history_facts(kept: DataFrame, bits: int) -> DataFrame:
         offset.alias("offset"),
         value.alias("value"),
         (~F.col("ack") & (offset != F.col("first") + pos)).alias("uneven"),
+        F.lit(None).cast("long").alias("xh"),
     )
 
 
-def _log_facts(kept: DataFrame, bits: int) -> DataFrame:
+def _log_facts(kept: DataFrame, bits: int, extra: list[str]) -> DataFrame:
+    """One row per replica log line; ``xh`` hashes the record with the ``extra``
+    fields too (null without)."""
     bad = F.col("problem").isNotNull()
+    xh = F.xxhash64(*SHARED_FIELDS, *extra) if extra else F.lit(None).cast("long")
     return kept.select(
         "run",
         "topic",
@@ -125,24 +144,35 @@ def _log_facts(kept: DataFrame, bits: int) -> DataFrame:
         "offset",
         "value",
         F.lit(False).alias("uneven"),
+        xh.alias("xh"),
     )
 
 
 def _digests(facts: DataFrame) -> DataFrame:
-    h = F.xxhash64("offset", "value")
+    h, xh = F.xxhash64(*SHARED_FIELDS), F.col("xh")
     return facts.groupBy("run", "topic", "partition", "src", "who", "bucket").agg(
         F.count("*").alias("n"),
         F.sum(h.bitwiseAND(F.lit(_MASK32))).alias("lo"),
         F.sum(F.shiftrightunsigned(h, 32)).alias("hi"),
         F.max("offset").alias("top"),
         F.max("uneven").alias("uneven"),
+        F.sum(xh.bitwiseAND(F.lit(_MASK32))).alias("xlo"),
+        F.sum(F.shiftrightunsigned(xh, 32)).alias("xhi"),
     )
 
 
-def collect_facts(history: DataFrame, logs: DataFrame, bits: int) -> Facts:
+def collect_facts(history: DataFrame, logs: DataFrame, bits: int,
+                  fields: Iterable[str] = LOG_FIELDS) -> Facts:
     """One job: fill the kept history and logs (each read once) and collect their
-    facts. ``history``/``logs`` are checker.load's kept frames with ``problem``."""
-    rows = _digests(_history_facts(history, bits).unionByName(_log_facts(logs, bits))).collect()
+    facts. ``history``/``logs`` are checker.load's kept frames with ``problem``;
+    ``fields``: the record fields the anomaly kinds compare (the digests hash them;
+    by default every field)."""
+    unknown = set(fields) - set(LOG_FIELDS)
+    if unknown:
+        raise ValueError(f"no source has record field(s) {sorted(unknown)}")
+    extra = sorted(set(fields) - set(SHARED_FIELDS))
+    facts = _history_facts(history, bits).unionByName(_log_facts(logs, bits, extra))
+    rows = _digests(facts).collect()
     out = Facts()
     for r in rows:
         out.runs.add(r.run)
@@ -153,6 +183,6 @@ def collect_facts(history: DataFrame, logs: DataFrame, bits: int) -> Facts:
             out.bad_logs = True
             continue
         out.digests.append(Digest(r.run, r.topic, r.partition, r.src + (r.who or ""), r.bucket, r.n,
-                                  r.lo, r.hi, r.top, bool(r.uneven)))
+                                  r.lo, r.hi, r.top, bool(r.uneven), r.xlo, r.xhi))
     return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from checker import schemas
 from checker.errors import RunDirError
-from checker.facts import Facts, bad_record, collect_facts
+from checker.facts import LOG_FIELDS, Facts, bad_record, collect_facts
 from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
 from checker.spark import keep
 from contract import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
@@ -367,14 +367,19 @@ def load_states(spark: SparkSession, runs: dict[str, RunDir], uri_of: dict[str, 
 
 
 def load_inputs(
-    spark: SparkSession, runs: dict[str, RunDir], progress: Callable[[str], None], bits: int
+    spark: SparkSession,
+    runs: dict[str, RunDir],
+    progress: Callable[[str], None],
+    bits: int,
+    fields: Iterable[str] = LOG_FIELDS,
 ) -> tuple[Inputs, Facts]:
     """Parse, keep and validate every input, collecting checker.facts on the way
-    (``bits``: the digests' bucket size). Raises RunDirError for a bad line."""
+    (``bits``: the digests' bucket size; ``fields``: the record fields they hash).
+    Raises RunDirError for a bad line."""
     size = sum(rd.history_bytes for rd in runs.values())
     progress(f"reading {len(runs)} run(s): {size / 1e6:,.0f} MB of history and the replica logs")
     history, logs = load_history(spark, runs), load_logs(spark, runs)
-    facts = collect_facts(history, logs, bits)
+    facts = collect_facts(history, logs, bits, fields)
     # A truncated last line is a problem line too: the slow paths raise only for
     # the others.
     if facts.bad_history:

@@ -10,20 +10,23 @@ Offsets are cut into buckets of 2**BUCKET_BITS. For each bucket, every source
 -- the final log, each replica's log, the acked sends (at their acked offset),
 each consumer's reads -- gets a digest (checker.facts: the count and two sums
 of a 64-bit hash of (offset, value), a multiset hash computed while the inputs
-are first read). A bucket is *suspect* when a source that has records there
-does not match the final log's digest, or the final log has records there and
-no ack does (two different record sets share a digest with odds of about
-2**-64; the inputs are not adversarial). Outside suspect buckets every replica,
-ack and read equals the final log record for record, and every final record
-was acked once there, so no anomaly of those kinds can sit there -- except
-through a value that also appears elsewhere. Hence the scope: every record in
-a suspect bucket (or in a range a consumer jumped over: poll-skip looks up the
-final log there), plus every record whose value is named by a client op's
-record there (an ack or a poll record), acked twice, or sent and failed. (A
-value that only a replica's log names there is, everywhere else, one record
-that every source agrees on.) The anomaly kinds run unchanged on that scope and
-find exactly what they would on everything (tests/test_checker_scope.py
-compares the two on generated runs).
+are first read; the replica logs' also hash the other fields some anomaly kind
+compares, the epoch). A bucket is *suspect* when a source that has records
+there does not match the final log's digest, the replica logs there do not
+match each other's, or the final log has records there and no ack does (two
+different record sets share a digest with odds of about 2**-64; the inputs are
+not adversarial). Outside suspect buckets every replica, ack and read equals
+the final log record for record, in every field a kind compares, and every
+final record was acked once there, so no anomaly of those kinds can sit there
+-- except through a value that also appears elsewhere, or where a kind looks
+beyond its own records. Hence the scope: every record in a suspect bucket, and
+the rows the kinds declare they need (checker.anomalies.base.Needs): every
+record of a value that a client op's record there names (an ack or a poll
+record), or that was acked twice, or sent and failed, and the final log where a
+consumer jumped ahead. (A value that only a replica's log names there is,
+everywhere else, one record that every source agrees on.) The anomaly kinds run
+unchanged on that scope and find exactly what they would on everything
+(tests/test_checker_scope.py compares the two on generated runs).
 
 It takes two passes over the history -- the records in the suspect buckets,
 then the records of the values they name -- and one over the logs, which takes
@@ -41,10 +44,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from checker.facts import ACKED, FINAL, LOG, READ, Facts
+from checker.facts import ACKED, FINAL, LOG, READ, Digest, Facts
 from checker.finallog import KEY, PARTITIONS, FinalLog
 from checker.load import Inputs
-from checker.sends import SendOps
 from checker.spark import keep
 from checker.sparse import uneven_sources
 from contract import FINAL_PROCESS
@@ -69,7 +71,7 @@ _VALUES = f"{PARTITIONS}, value long"
 @dataclass
 class Scope:
     sends: DataFrame  # history rows of f=send (invoke and completions)
-    reads: DataFrame  # one row per record a consumer poll returned (see consumer_records)
+    reads: DataFrame  # one row per record a consumer poll returned (consumer_poll_records)
     logs: DataFrame  # replica log records
     final: DataFrame  # final log records (run, topic, partition, offset, value)
     # run -> acked sends outside the scope that no consumer read (unseen_acked).
@@ -109,8 +111,9 @@ def _poll_records(polls: DataFrame) -> DataFrame:
     )
 
 
-def consumer_records(history: DataFrame) -> DataFrame:
-    """One row per record a consumer poll returned: the poll op plus offset and value."""
+def consumer_poll_records(history: DataFrame) -> DataFrame:
+    """One row per record a consumer poll of ``history`` returned: the poll op plus
+    offset and value."""
     return _poll_records(consumer_polls(history))
 
 
@@ -121,7 +124,7 @@ def _bucket(offset: str = "offset") -> Column:
 def _everything(spark: SparkSession, inputs: Inputs, final: FinalLog) -> Scope:
     return Scope(
         sends=inputs.history.filter(F.col("f") == "send"),
-        reads=keep(consumer_records(inputs.history)),
+        reads=keep(consumer_poll_records(inputs.history)),
         logs=inputs.logs,
         final=keep(final.records(spark, inputs.history, inputs.logs)),
         unseen_outside=None,
@@ -143,39 +146,35 @@ class _Buckets:
 
 
 def _suspects(facts: Facts, unsure: set[tuple]) -> _Buckets:
-    by_bucket: dict[tuple, dict[str, tuple]] = {}
+    by_bucket: dict[tuple, dict[str, Digest]] = {}
     for d in facts.digests:
-        by_bucket.setdefault((d.run, d.topic, d.partition, d.bucket), {})[d.src] = (
-            d.n, d.lo, d.hi,
-        )
+        by_bucket.setdefault((d.run, d.topic, d.partition, d.bucket), {})[d.src] = d
     out = _Buckets(set(), {}, set(), len(by_bucket))
     for b, srcs in by_bucket.items():
-        final = srcs.get(FINAL, (0, 0, 0))
+        sums = {s: (d.n, d.lo, d.hi) for s, d in srcs.items()}
+        final = sums.get(FINAL, (0, 0, 0))
         read = any(s.startswith(READ) for s in srcs)
+        logs = [d for s, d in srcs.items() if s.startswith(LOG)]
         if (
             b[:3] in unsure
             or (FINAL in srcs and ACKED not in srcs)
-            or any(s != FINAL and v != final for s, v in srcs.items())
+            or any(s != FINAL and v != final for s, v in sums.items())
+            # Fields only the logs have (the epoch): compared between the logs.
+            or len({(d.xlo, d.xhi) for d in logs}) > 1
         ):
             out.suspect.add(b)
             continue
         if ACKED in srcs and not read:
-            out.untouched[b] = srcs[ACKED][0]
-        if (read or FINAL in srcs) and not any(s.startswith(LOG) for s in srcs):
+            out.untouched[b] = srcs[ACKED].n
+        if (read or FINAL in srcs) and not logs:
             out.unlogged.add(b)
     return out
 
 
-def jumped_buckets(jumps: Iterable, lengths: dict[tuple, int]) -> set[tuple]:
-    """Buckets of the final-log offsets consumers jumped over (poll-skip's lookups):
-    ``jumps`` rows have KEY, prev_offset and offset."""
-    out = set()
-    for j in jumps:
-        k = (j.run, j.topic, j.partition)
-        lo, hi = max(j.prev_offset + 1, 0), min(j.offset - 1, lengths.get(k, 0) - 1)
-        if hi >= lo:
-            out.update((*k, b) for b in range(lo >> BUCKET_BITS, (hi >> BUCKET_BITS) + 1))
-    return out
+def _range_buckets(ranges: Iterable[tuple]) -> set[tuple]:
+    """The buckets of offset ranges (run, topic, partition, lo, hi)."""
+    return {(run, topic, part, b) for run, topic, part, lo, hi in ranges
+            for b in range(lo >> BUCKET_BITS, (hi >> BUCKET_BITS) + 1)}
 
 
 def _records(history: DataFrame) -> DataFrame:
@@ -279,24 +278,24 @@ def scope(
     inputs: Inputs,
     facts: Facts,
     final: FinalLog,
-    sends: SendOps,
-    failed: list,
-    jumps: list,
+    by_value: bool,
+    values: set[tuple],
+    final_ranges: Iterable[tuple],
     prune: bool | None = None,
     history_bytes: int = 0,
 ) -> Scope:
     """The records the anomaly checks read. ``prune``: True/False forces the
-    digest comparison on/off; None decides by size (``history_bytes``).
-    ``sends``: checker.sends (the values acked twice); ``failed``: (run, topic,
-    partition, value) of failed sends; ``jumps``: the consumer steps that skip
-    ahead (checker.anomalies.observations)."""
+    digest comparison on/off; None decides by size (``history_bytes``). What
+    the anomaly kinds declare they need (checker.anomalies.base.Needs):
+    ``by_value``, the records of the values named in the suspect buckets;
+    ``values`` (run, topic, partition, value); ``final_ranges`` (run, topic,
+    partition, lo, hi)."""
     if prune is False or (prune is None and history_bytes < MIN_BYTES):
         return _everything(spark, inputs, final)
     bk = _suspects(facts, final.unsure)
     if prune is None and len(bk.suspect) > MAX_SUSPECT_SHARE * max(bk.total, 1):
         return _everything(spark, inputs, final)
-    lengths = {(s["run"], s["topic"], s["partition"]): s["length"] for s in final.sources}
-    listed = bk.suspect | jumped_buckets(jumps, lengths)
+    listed = bk.suspect | _range_buckets(final_ranges)
     buckets = spark.createDataFrame(list(listed), _BUCKETS).withColumn("in_bucket", F.lit(True))
 
     # Pass 1: every record of the history in a listed bucket, of the acks (half
@@ -306,8 +305,10 @@ def scope(
     first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts, acks_in)),
                        buckets, "rec_offset")
                  .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
-    named = _values(first.filter((F.col("f") == "poll") | (F.col("type") == "ok")),
-                    "rec_value") | sends.acked_twice | set(failed)
+    named = set(values)
+    if by_value:
+        named |= _values(first.filter((F.col("f") == "poll") | (F.col("type") == "ok")),
+                         "rec_value")
     # The logs in one pass: the records in a listed bucket and those of the named
     # values. A value only a replica's log names there needs nothing more: outside
     # the listed buckets its records are one acked, committed and read record

@@ -1,13 +1,15 @@
 """The one SparkSession the checker (and its tests) share.
 
-Fast, quiet start: ``local[2]`` by default, no UI, few shuffle partitions, no
-console progress bar, and a log4j configuration at WARN-for-Spark/ERROR-for-noise
-handed to the driver JVM so its start-up chatter does not reach the user.
+Fast, quiet start: ``local[2]`` by default, no UI, two shuffle partitions per
+local core (Spark's own on a cluster), no console progress bar, and a log4j
+configuration at WARN-for-Spark/ERROR-for-noise handed to the driver JVM so its
+start-up chatter does not reach the user.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import warnings
@@ -65,6 +67,17 @@ def driver_log_path() -> str:
     return os.path.join(tempfile.gettempdir(), f"isrlab-spark-driver-{os.getuid()}.log")
 
 
+def local_parallelism(master: str) -> int | None:
+    """Shuffle partitions and default parallelism for a ``local[n]`` master: two per
+    core (4 on local[2], as measured there). None for a cluster's master: Spark's
+    own, whose adaptive execution coalesces small shuffle partitions."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if m is None:
+        return None
+    cores = m.group(1) or "1"
+    return 2 * ((os.cpu_count() or 1) if cores == "*" else int(cores))
+
+
 def get_session(master: str | None = None, progress_bar: bool = False) -> SparkSession:
     """Return the cached SparkSession, starting it on first use.
 
@@ -91,8 +104,6 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
             conf = SparkConf().setMaster(master).setAppName("isrlab-checker").setAll([
                 ("spark.ui.enabled", "false"),
                 ("spark.ui.showConsoleProgress", str(progress_bar).lower()),
-                ("spark.sql.shuffle.partitions", "4"),
-                ("spark.default.parallelism", "4"),
                 ("spark.driver.extraJavaOptions", jvm),
                 ("spark.sql.session.timeZone", "UTC"),
                 # Local mode runs everything in the driver JVM; Spark's 1g default
@@ -113,6 +124,10 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
                 ("spark.serializer", "org.apache.spark.serializer.KryoSerializer"),
                 ("spark.kryo.referenceTracking", "false"),
             ])
+            parallelism = local_parallelism(master)
+            if parallelism is not None:
+                conf.set("spark.sql.shuffle.partitions", str(parallelism))
+                conf.set("spark.default.parallelism", str(parallelism))
             if master.startswith("local"):
                 # Adaptive execution splits every query into one job per stage and
                 # re-plans between them; on one machine with small partitions that
@@ -160,12 +175,3 @@ def release(spark: SparkSession) -> None:
     spark.catalog.clearCache()
     for rdd in list(spark.sparkContext._jsc.getPersistentRDDs().values()):
         rdd.unpersist()
-
-
-def stop_session() -> None:
-    """Stop the cached session (tests and long-lived callers)."""
-    global _session, _session_master
-    with _lock:
-        if _session is not None:
-            _session.stop()
-        _session, _session_master = None, None

@@ -1,6 +1,7 @@
 """The registry of anomaly kinds the checker runs (one module per kind).
 
-Order is the order anomalies are listed in anomalies.json and the report.
+Order is the order anomalies are listed in anomalies.json and the report. The
+union of the kinds' Needs is what the digests hash and the scope keeps.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from checker.anomalies import (
     uncommitted_read,
 )
 from checker.anomalies.base import AnomalyKind
+from checker.context import Known
 
 REGISTRY: list[AnomalyKind] = [
     lost_write.KIND,
@@ -31,3 +33,18 @@ REGISTRY: list[AnomalyKind] = [
 ]
 
 BY_NAME: dict[str, AnomalyKind] = {k.name: k for k in REGISTRY}
+
+# The record fields some kind compares (checker.facts hashes them).
+COMPARED: tuple[str, ...] = tuple(sorted({f for k in REGISTRY for f in k.needs.compares}))
+# Some kind matches records by value (checker.scope keeps the values named).
+BY_VALUE: bool = any(k.needs.by_value for k in REGISTRY)
+
+
+def needed_values(known: Known) -> set[tuple]:
+    """(run, topic, partition, value) of every value some kind needs all records of."""
+    return {v for k in REGISTRY if k.needs.values for v in k.needs.values(known)}
+
+
+def needed_final_ranges(known: Known) -> set[tuple]:
+    """(run, topic, partition, lo, hi): the final-log offset ranges some kind looks up."""
+    return {r for k in REGISTRY if k.needs.final_ranges for r in k.needs.final_ranges(known)}

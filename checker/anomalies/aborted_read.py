@@ -8,9 +8,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, rows
-from checker.anomalies.observations import consumer_records
-from checker.context import CheckContext
+from checker.anomalies.base import VALUE, AnomalyKind, Needs, rows
+from checker.anomalies.observations import reads_in_scope
+from checker.context import CheckContext, Known
 from checker.finallog import KEY
 
 
@@ -21,7 +21,7 @@ def detect(ctx: CheckContext) -> DataFrame:
         F.struct("index", "process", "time", "error").alias("send"),
     )
     reads = (
-        consumer_records(ctx)
+        reads_in_scope(ctx)
         .groupBy(*KEY, "value")
         .agg(
             F.min(F.struct("index", "process", "time", "offset", "hw")).alias("first_poll"),
@@ -59,4 +59,12 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-KIND = AnomalyKind("aborted-read", detect, explain)
+def failed_values(known: Known) -> set[tuple]:
+    """The values of failed sends: a read of one is the anomaly wherever it sits
+    (sent again, acked and read, it is in a bucket every digest agrees on)."""
+    failed = known.sparse.filter((F.col("f") == "send") & (F.col("type") == "fail"))
+    return {tuple(r) for r in failed.select(*KEY, "value").collect()}
+
+
+KIND = AnomalyKind("aborted-read", detect, explain,
+                   Needs(compares=(VALUE,), by_value=True, values=failed_values))

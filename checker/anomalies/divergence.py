@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, plural, record, rows
+from checker.anomalies.base import EPOCH, OFFSET, VALUE, AnomalyKind, Needs, plural, record, rows
 from checker.context import CheckContext
 
 _SHOWN = 20
@@ -125,4 +125,5 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-KIND = AnomalyKind("divergence", detect, explain)
+# Offset-keyed: both replicas' records of an offset sit in one bucket.
+KIND = AnomalyKind("divergence", detect, explain, Needs(compares=(OFFSET, VALUE, EPOCH)))

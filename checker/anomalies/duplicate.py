@@ -11,8 +11,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, rows
-from checker.context import CheckContext
+from checker.anomalies.base import OFFSET, VALUE, AnomalyKind, Needs, rows
+from checker.context import CheckContext, Known
 from checker.finallog import KEY
 
 
@@ -51,4 +51,11 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-KIND = AnomalyKind("duplicate", detect, explain)
+def acked_twice(known: Known) -> set[tuple]:
+    """A value acked twice, at two offsets where the final log holds it: every
+    digest of both buckets agrees, so the scope must be told."""
+    return known.sends.acked_twice
+
+
+KIND = AnomalyKind("duplicate", detect, explain,
+                   Needs(compares=(OFFSET, VALUE), by_value=True, values=acked_twice))

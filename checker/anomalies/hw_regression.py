@@ -50,4 +50,5 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
+# Reads the poll summaries (checker.sparse), which the scope does not narrow: no Needs.
 KIND = AnomalyKind("hw-regression", detect, explain)

@@ -14,9 +14,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, rows
+from checker.anomalies.base import OFFSET, VALUE, AnomalyKind, Needs, rows
 from checker.anomalies.lost_write import acked_sends
-from checker.anomalies.observations import consumer_records
+from checker.anomalies.observations import reads_in_scope
 from checker.context import CheckContext
 from checker.finallog import KEY
 
@@ -30,7 +30,7 @@ def detect(ctx: CheckContext) -> DataFrame:
         "index",
         "process",
     )
-    reads = consumer_records(ctx).select(
+    reads = reads_in_scope(ctx).select(
         *KEY,
         "value",
         F.col("offset").alias("seen_offset"),
@@ -102,4 +102,5 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-KIND = AnomalyKind("inconsistent-offset", detect, explain)
+KIND = AnomalyKind("inconsistent-offset", detect, explain,
+                   Needs(compares=(OFFSET, VALUE), by_value=True))

@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, plural, record, rows
+from checker.anomalies.base import OFFSET, VALUE, AnomalyKind, Needs, plural, record, rows
 from checker.context import CheckContext
 from checker.finallog import KEY, NONE
 
@@ -110,4 +110,4 @@ def explain(w: dict[str, Any]) -> str:
     return text + "An acknowledged write disappeared: this is data loss."
 
 
-KIND = AnomalyKind("lost-write", detect, explain)
+KIND = AnomalyKind("lost-write", detect, explain, Needs(compares=(OFFSET, VALUE), by_value=True))

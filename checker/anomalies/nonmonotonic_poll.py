@@ -37,4 +37,5 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
+# Reads ctx.steps, which the scope does not narrow: no Needs.
 KIND = AnomalyKind("nonmonotonic-poll", detect, explain)

@@ -11,9 +11,9 @@ from checker.scope import consumer_polls
 from checker.spark import keep
 
 
-def consumer_records(ctx: CheckContext) -> DataFrame:
-    """The consumer records in scope: the poll op (process, index, time,
-    fetch_offset, hw) plus the record's offset and value."""
+def reads_in_scope(ctx: CheckContext) -> DataFrame:
+    """The records consumers read, within the scope: one row per record, the
+    poll op (process, index, time, fetch_offset, hw) plus its offset and value."""
     return ctx.reads
 
 

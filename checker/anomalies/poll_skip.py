@@ -8,36 +8,47 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, rows
+from checker.anomalies.base import OFFSET, AnomalyKind, Needs, rows
 from checker.anomalies.observations import step_before
-from checker.context import CheckContext
+from checker.context import CheckContext, Known
 from checker.finallog import KEY
-from checker.scope import BUCKET_BITS
 
 _SHOWN = 10
+# The range join's bucket width (any width finds the same; not the scope's).
+_SPAN_BITS = 10
+
+
+def _spans(steps: DataFrame, final_sources: DataFrame) -> DataFrame:
+    """The consumer steps that jump ahead, with ``lo``..``hi``: the final-log
+    offsets they jump over (offsets past the final log's end cannot be committed
+    ones: clamped), where there are any."""
+    jumps = steps.filter(F.col("offset") > F.col("prev_offset") + 1)
+    lo = F.greatest(F.col("prev_offset") + 1, F.lit(0))
+    hi = F.least(F.col("offset") - 1, F.col("final_length") - 1)
+    return (
+        jumps.join(final_sources.select(*KEY, F.col("length").alias("final_length")), KEY)
+        .filter(hi >= lo)
+        .select(*jumps.columns, lo.alias("lo"), hi.alias("hi"))
+    )
+
+
+def skipped_ranges(known: Known) -> list[tuple]:
+    """(run, topic, partition, lo, hi): the final-log offsets the jumps span,
+    which detect looks up."""
+    spans = _spans(known.steps, known.final.sources_df(known.spark))
+    return [tuple(r) for r in spans.select(*KEY, "lo", "hi").collect()]
 
 
 def detect(ctx: CheckContext) -> DataFrame:
-    jumps = ctx.steps.filter(F.col("offset") > F.col("prev_offset") + 1)
     # A range join, bucketed by offset so that each jump meets only the final-log
     # records of the buckets it spans (jumps are few: broadcast them).
-    # Offsets past the final log's end cannot be committed ones: clamp the span.
-    lo = F.greatest(F.col("prev_offset") + 1, F.lit(0))
-    hi = F.least(F.col("offset") - 1, F.col("final_length") - 1)
-    spans = (
-        jumps.join(
-            ctx.final_sources.select(*KEY, F.col("length").alias("final_length")), KEY
-        )
-        .filter(hi >= lo)
-        .withColumn(
-            "bucket",
-            F.explode(F.sequence(F.shiftright(lo, BUCKET_BITS), F.shiftright(hi, BUCKET_BITS))),
-        )
-        .drop("final_length")
-    )
-    # checker.scope keeps the final log of every bucket a jump spans.
+    spans = _spans(ctx.steps, ctx.final_sources).withColumn(
+        "bucket",
+        F.explode(F.sequence(F.shiftright("lo", _SPAN_BITS), F.shiftright("hi", _SPAN_BITS))),
+    ).drop("lo", "hi")
+    # The scope keeps the final log of skipped_ranges.
     final = ctx.scope.final.select(
-        *KEY, F.shiftright("offset", BUCKET_BITS).alias("bucket"), F.col("offset").alias("skipped")
+        *KEY, F.shiftright("offset", _SPAN_BITS).alias("bucket"), F.col("offset").alias("skipped")
     )
     hits = final.join(F.broadcast(spans), [*KEY, "bucket"]).filter(
         (F.col("skipped") > F.col("prev_offset")) & (F.col("skipped") < F.col("offset"))
@@ -74,4 +85,5 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-KIND = AnomalyKind("poll-skip", detect, explain)
+KIND = AnomalyKind("poll-skip", detect, explain,
+                   Needs(compares=(OFFSET,), final_ranges=skipped_ranges))

@@ -12,8 +12,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.anomalies.base import AnomalyKind, record, rows
-from checker.anomalies.observations import consumer_records, known_final
+from checker.anomalies.base import OFFSET, VALUE, AnomalyKind, Needs, record, rows
+from checker.anomalies.observations import known_final, reads_in_scope
 from checker.context import CheckContext
 from checker.finallog import KEY
 
@@ -21,7 +21,7 @@ from checker.finallog import KEY
 def detect(ctx: CheckContext) -> DataFrame:
     final = ctx.final_log.select(*KEY, "offset", "value")
     bad = (
-        consumer_records(ctx)
+        reads_in_scope(ctx)
         .join(known_final(ctx), KEY)
         .join(final, [*KEY, "offset", "value"], "left_anti")
     )
@@ -66,4 +66,5 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-KIND = AnomalyKind("uncommitted-read", detect, explain)
+# Matches reads with the final log and the logs by offset: one bucket.
+KIND = AnomalyKind("uncommitted-read", detect, explain, Needs(compares=(OFFSET, VALUE)))
