@@ -25,6 +25,16 @@ from .protocol import Features
 from .protocol import features as features_of
 
 MAX_FETCH_RECORDS = 500
+# A truncate event lists at most this many of the records it removed (the first
+# ones, lowest offsets); `removed_count` always says how many there were.
+MAX_TRUNCATED_LISTED = 50
+
+# Which rule made a follower truncate, as a truncate event's `rule`
+# (docs/run-directory.md): to its HW (0.10, or no epoch to ask about, or an
+# UNDEFINED OffsetsForLeaderEpoch answer), to an OffsetsForLeaderEpoch answer
+# (KIP-101/KIP-279), to the diverging epoch a Fetch answer named (KAFKA-10554),
+# to the leader's LEO after OFFSET_OUT_OF_RANGE.
+TRUNCATION_RULES = ("hw", "offsets_for_leader_epoch", "diverging_epoch", "offset_out_of_range")
 
 
 # -- effects ---------------------------------------------------------------------
@@ -120,17 +130,22 @@ class Partition:
             self._effects.append(WriteEpochCache(tuple(self.epoch_cache.entries)))
             self._emit("epoch-assigned", epoch=epoch, start_offset=start_offset)
 
-    def _truncate(self, offset: int, reason: str) -> None:
+    def _truncate(self, offset: int, reason: str, rule: str) -> None:
         old_leo = self.log.leo
         offset = max(offset, 0)
+        removed = self.log.records[offset:]
         if self.log.truncate_to(offset):
             self._effects.append(TruncateLog(offset))
         if self.epoch_cache.truncate_from_end(offset):
             self._effects.append(WriteEpochCache(tuple(self.epoch_cache.entries)))
         self.hw = min(self.hw, self.log.leo)
         # Emitted even when nothing was removed: "B truncated to its HW" is a
-        # protocol step a scenario can wait on, whatever the HW was.
-        self._emit("truncate", **{"from": old_leo, "to": self.log.leo, "reason": reason})
+        # protocol step a scenario can wait on, whatever the HW was. What was
+        # removed is listed so a report can show what the replica held there.
+        self._emit("truncate", **{
+            "from": old_leo, "to": self.log.leo, "reason": reason, "rule": rule,
+            "removed": [list(r) for r in removed[:MAX_TRUNCATED_LISTED]],
+            "removed_count": len(removed)})
 
     # -- controller metadata ---------------------------------------------------------
 
@@ -188,7 +203,7 @@ class Partition:
         truncation = self.features.truncation
         if truncation == "hw" or (self.log.leo > 0 and not self.epoch_cache.entries):
             # Pre-KIP-101 (or no epochs to ask about): the HW is the only guide.
-            self._truncate(self.hw, "high-watermark")
+            self._truncate(self.hw, "high-watermark", "hw")
             self.follower_state = "fetching"
         elif truncation == "offsets_for_leader_epoch" and self.log.leo > 0:
             self.follower_state = "truncating"
@@ -397,36 +412,38 @@ class Partition:
         if not self.features.epoch_iteration:
             # KIP-101: the one answer is final (UNDEFINED: fall back to the HW).
             if end == UNDEFINED_OFFSET:
-                self._truncate(self.hw, "high-watermark")
+                self._truncate(self.hw, "high-watermark", "hw")
             elif end < self.log.leo:
-                self._truncate(end, "leader-epoch")
+                self._truncate(end, "leader-epoch", "offsets_for_leader_epoch")
             self.follower_state = "fetching"
         else:
             # KIP-279: compare epochs; ask again about an older one until they agree.
-            done = self._truncate_kip279(resp["leader_epoch"], end)
+            done = self._truncate_kip279(resp["leader_epoch"], end, "offsets_for_leader_epoch")
             if done or self.log.leo == 0:
                 self.follower_state = "fetching"
         return self._take()
 
-    def _truncate_kip279(self, leader_epoch: int, leader_end: int) -> bool:
-        """One KIP-279 truncation round; True when truncation is complete."""
+    def _truncate_kip279(self, leader_epoch: int, leader_end: int, rule: str) -> bool:
+        """One KIP-279 truncation round; True when truncation is complete. `rule`
+        says where the leader's answer came from (OffsetsForLeaderEpoch, or the
+        diverging epoch of a Fetch answer)."""
         leo = self.log.leo
         if leader_end == UNDEFINED_OFFSET:
-            self._truncate(self.hw, "high-watermark")
+            self._truncate(self.hw, "high-watermark", "hw")
             return True
         if leader_epoch == UNDEFINED_EPOCH:
-            self._truncate(min(leader_end, leo), "leader-epoch")
+            self._truncate(min(leader_end, leo), "leader-epoch", rule)
             return True
         my_epoch, my_end = self.epoch_cache.end_offset_for(leader_epoch, leo)
         if my_end == UNDEFINED_OFFSET:
-            self._truncate(min(leader_end, leo), "leader-epoch")
+            self._truncate(min(leader_end, leo), "leader-epoch", rule)
             return True
         if my_epoch != leader_epoch:
             # We never saw the leader's epoch: cut back to where our older epoch
             # ends and ask again about the epoch before it.
-            self._truncate(min(my_end, leo), "leader-epoch-iteration")
+            self._truncate(min(my_end, leo), "leader-epoch-iteration", rule)
             return False
-        self._truncate(min(my_end, leader_end, leo), "leader-epoch")
+        self._truncate(min(my_end, leader_end, leo), "leader-epoch", rule)
         return True
 
     def on_fetch_response(self, generation: int, resp: dict[str, Any],
@@ -437,13 +454,13 @@ class Partition:
         if err == "OFFSET_OUT_OF_RANGE":
             leader_leo = resp.get("leo", 0)
             if leader_leo < self.log.leo:
-                self._truncate(leader_leo, "offset-out-of-range")
+                self._truncate(leader_leo, "offset-out-of-range", "offset_out_of_range")
             return self._take()
         if err:
             return self._take()
         diverging = resp.get("diverging_epoch")
         if diverging:
-            self._truncate_kip279(diverging["epoch"], diverging["end_offset"])
+            self._truncate_kip279(diverging["epoch"], diverging["end_offset"], "diverging_epoch")
             return self._take()
         appended = []
         for offset, epoch, value in resp.get("records", []):

@@ -1,85 +1,99 @@
-"""Plotly charts for the run report: client-op timeline and latency with fault
-windows shaded, and HW/LEO per replica over time with leader changes marked.
+"""The report's charts as inline SVG: no script, no library, a few kB each.
 
-The figures are embedded as HTML fragments; plotly.js itself is inlined once per
-report from the installed plotly package, so the report opens offline.
+- Cluster timeline: one lane per broker with its leadership, its own fault
+  windows as thin bands (down, paused, partitioned), and its protocol events as
+  markers (elections, truncations, power cycles) that link to the
+  timeline table; one lane per client process with its operations.
+- Latency and throughput of client operations, each with a strip of the
+  brokers' fault bands under its time axis.
+- HW and LEO per replica, the ISR size (whole numbers) and leader changes.
+
+Times are seconds since the run started, labelled in s and ms. Every mark has a
+tooltip (<title>). A chart keeps at most a few thousand marks, so a long run's
+report stays small.
 """
 
 from __future__ import annotations
 
-from functools import cache
+import math
+from dataclasses import dataclass
+from html import escape
 from typing import Any
 
-import plotly.graph_objects as go
-import plotly.offline
+from reports.rundata import RunData, pkey
+from reports.story import Facts, rule_of
+from reports.units import fmt_seconds, fmt_time
 
-from reports.rundata import RunData
-
-MAX_TIMELINE_OPS = 4000  # bars beyond this make the page sluggish; latency plot covers all
-MAX_POINTS = 50_000
+MAX_TIMELINE_OPS = 4000
+MAX_POINTS = 4000
+MAX_LEADER_PARTITIONS = 4
 COLOURS = {"ok": "#1f7a3d", "fail": "#b3261e", "info": "#b26a00"}
-# Which nemesis op opens a fault window and which closes it.
-WINDOWS = {"kill": "start", "stop": "start", "power-cycle": "start", "pause": "resume",
-           "partition": "heal"}
+FAULT_COLOURS = {"down": "#b3261e", "paused": "#b26a00", "partitioned": "#6a3fb5"}
+NODE_COLOURS = ["#3451b2", "#c2410c", "#0f766e", "#7e22ce", "#a16207", "#be123c", "#475569"]
+# Which nemesis op opens a fault window and which closes it (runs without
+# run.json fault_windows).
+WINDOWS = {"kill": ("start", "down"), "stop": ("start", "down"),
+           "power-cycle": ("start", "down"), "pause": ("resume", "paused"),
+           "partition": ("heal", "partitioned")}
 
-
-@cache
-def plotly_js() -> str:
-    return plotly.offline.get_plotlyjs()
+W = 1100  # viewBox width
+LEFT, RIGHT = 92, 56
 
 
 def _s(ns: Any) -> float | None:
-    return ns / 1e9 if isinstance(ns, int | float) else None
+    return ns / 1e9 if isinstance(ns, int | float) and not isinstance(ns, bool) else None
 
 
-def fault_windows(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Fault windows from nemesis ops: a fault opens one, the op that undoes it on
-    the same nodes closes it (`heal` closes every partition); an unclosed window
-    runs to the end of the history."""
-    out: list[dict[str, Any]] = []
-    end = max((_s(o.get("time")) or 0 for o in history), default=0)
-    for o in history:
-        t = _s(o.get("time"))
-        if o.get("process") != "nemesis" or o.get("type") == "invoke" or t is None:
+@dataclass
+class Band:
+    node: str
+    kind: str
+    label: str
+    start: float
+    end: float
+    ref: str | None = None
+
+
+@dataclass
+class Scale:
+    t1: float  # seconds at the right edge
+
+    @property
+    def width(self) -> float:
+        return W - LEFT - RIGHT
+
+    def x(self, t: float) -> float:
+        return LEFT + max(0.0, min(t, self.t1)) / self.t1 * self.width
+
+
+def fault_bands(data: RunData, facts: Facts, end: float) -> list[Band]:
+    """The fault windows of run.json (per node), else from the nemesis ops."""
+    out = []
+    for w in facts.windows:
+        s = _s(w.start) or 0.0
+        e = _s(w.end) if w.end is not None else end
+        out.append(Band(w.node, w.kind, w.fault, s, e if e is not None else end,
+                        w.item.id if w.item else None))
+    if out or facts.windows:
+        return out
+    open_: list[Band] = []
+    for it in facts.nemesis:
+        t = _s(it.time)
+        if t is None:
             continue
-        f, value = o.get("f"), o.get("value")
-        nodes = set(map(str, value)) if isinstance(value, list) else None
-        if f in WINDOWS:
-            label = f if nodes is None else f"{f} {','.join(sorted(nodes))}"
-            out.append({"start": t, "end": None, "label": label, "closer": WINDOWS[f],
-                        "nodes": nodes})
+        value = it.get("value")
+        nodes = [str(n) for n in value] if isinstance(value, list | dict) else []
+        if it.type in WINDOWS:
+            for n in nodes:
+                b = Band(n, WINDOWS[it.type][1], it.type, t, end, it.id)
+                out.append(b)
+                open_.append(b)
             continue
-        for w in out:
-            if w["end"] is None and w["closer"] == f and (
-                    w["nodes"] is None or nodes is None or w["nodes"] & nodes):
-                w["end"] = t
-    for w in out:
-        if w["end"] is None:
-            w["end"] = end
+        for b in list(open_):
+            if WINDOWS[b.label][0] == it.type and (b.node in nodes or it.type == "heal"):
+                b.end = t
+                open_.remove(b)
     return out
-
-
-def _shade(fig: go.Figure, windows: list[dict[str, Any]]) -> None:
-    for w in windows:
-        if w["end"] > w["start"]:
-            fig.add_vrect(
-                x0=w["start"],
-                x1=w["end"],
-                fillcolor="#b3261e",
-                opacity=0.08,
-                line_width=0,
-                annotation_text=w["label"],
-                annotation_position="top left",
-                annotation_font_size=10,
-            )
-        else:
-            fig.add_vline(
-                x=w["start"],
-                line_color="#b3261e",
-                line_dash="dot",
-                annotation_text=w["label"],
-                annotation_font_size=10,
-            )
 
 
 def _ops(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -96,182 +110,459 @@ def _ops(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             inv = pending.pop(p)
             s, e = _s(inv.get("time")), _s(o.get("time"))
             if s is not None and e is not None:
-                out.append(
-                    {
-                        "process": str(p),
-                        "f": o.get("f"),
-                        "type": o.get("type"),
-                        "start": s,
-                        "end": e,
-                        "value": o.get("value"),
-                        "offset": o.get("offset"),
-                    }
-                )
+                out.append({"process": str(p), "f": o.get("f"), "type": o.get("type"),
+                            "start": s, "end": e, "value": o.get("value"),
+                            "offset": o.get("offset"), "index": o.get("index")})
     return out
 
 
-def _layout(fig: go.Figure, title: str, y: str, height: int = 320) -> go.Figure:
-    fig.update_layout(
-        title=title,
-        height=height,
-        margin={"l": 60, "r": 20, "t": 40, "b": 40},
-        xaxis_title="seconds since start",
-        yaxis_title=y,
-        template="plotly_white",
-        legend={"orientation": "h"},
-    )
-    return fig
+def _ticks(t1: float, n: int = 8) -> list[float]:
+    raw = t1 / n
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    return [round(i * step, 9) for i in range(int(t1 / step) + 1)]
 
 
-def timeline(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
-    fig = go.Figure()
-    shown = ops[:MAX_TIMELINE_OPS]
-    for typ, colour in COLOURS.items():
-        sel = [o for o in shown if o["type"] == typ]
-        if not sel:
-            continue
-        fig.add_trace(
-            go.Bar(
-                name=typ,
-                orientation="h",
-                marker_color=colour,
-                y=[o["process"] for o in sel],
-                base=[o["start"] for o in sel],
-                x=[max(o["end"] - o["start"], 1e-4) for o in sel],
-                hovertext=[
-                    f"{o['f']} {o['type']} value={o['value']} offset={o['offset']}" for o in sel
-                ],
-            )
-        )
-    _shade(fig, windows)
-    fig.update_layout(barmode="overlay")
-    fig.update_yaxes(type="category")
-    title = "Client operations by process"
-    if len(ops) > len(shown):
-        title += f" (first {len(shown)} of {len(ops)})"
-    return _layout(fig, title, "process", 80 + 30 * len({o["process"] for o in shown}) + 120)
+def _x_axis(sc: Scale, y: float, label: bool = True) -> list[str]:
+    out = [f'<line x1="{LEFT}" y1="{y}" x2="{W - RIGHT}" y2="{y}" class="ax"/>']
+    for t in _ticks(sc.t1):
+        x = sc.x(t)
+        out.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" class="ax"/>')
+        if label:
+            out.append(f'<text x="{x:.1f}" y="{y + 16}" class="tick" text-anchor="middle">'
+                       f'{fmt_seconds(t)}</text>')
+    return out
 
 
-def latency(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
-    fig = go.Figure()
-    step = max(1, len(ops) // MAX_POINTS)
-    for f in ("send", "poll"):
-        for typ, colour in COLOURS.items():
-            sel = [o for o in ops[::step] if o["f"] == f and o["type"] == typ]
-            if sel:
-                fig.add_trace(
-                    go.Scattergl(
-                        name=f"{f} {typ}",
-                        mode="markers",
-                        marker={
-                            "color": colour,
-                            "size": 4,
-                            "symbol": "circle" if f == "send" else "x",
-                        },
-                        x=[o["end"] for o in sel],
-                        y=[(o["end"] - o["start"]) * 1e3 for o in sel],
-                    )
-                )
-    _shade(fig, windows)
-    fig.update_yaxes(type="log")
-    return _layout(fig, "Latency (completion time × latency)", "ms")
+def _grid_x(sc: Scale, y0: float, y1: float) -> list[str]:
+    return [f'<line x1="{sc.x(t):.1f}" y1="{y0}" x2="{sc.x(t):.1f}" y2="{y1}" class="gl"/>'
+            for t in _ticks(sc.t1)]
 
 
-def throughput(ops: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
-    """Completed client ops per second by outcome, in ~60 bins over the run."""
-    span = max(o["end"] for o in ops) or 1.0
-    width = max(span / 60, 0.05)
-    fig = go.Figure()
-    for typ, colour in COLOURS.items():
-        counts: dict[int, int] = {}
+def _title(text: str) -> str:
+    return f"<title>{escape(text)}</title>"
+
+
+def _link(ref: str | None, body: str) -> str:
+    return f'<a href="#{ref}">{body}</a>' if ref else body
+
+
+def _svg(height: float, body: list[str], label: str) -> str:
+    return (f'<svg viewBox="0 0 {W} {height:.0f}" width="100%" role="img" '
+            f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
+            + "".join(body) + "</svg>")
+
+
+def _band_text(b: Band) -> str:
+    return b.kind if b.kind != "down" else f"down: {b.label}"
+
+
+def _band(sc: Scale, b: Band, y: float, h: float, label: bool) -> str:
+    x0, x1 = sc.x(b.start), sc.x(b.end)
+    colour = FAULT_COLOURS.get(b.kind, "#5b6470")
+    tip = f"{b.node} {_band_text(b)}, {fmt_time(b.start * 1e9)} – {fmt_time(b.end * 1e9)}"
+    body = (f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 2):.1f}" height="{h}" '
+            f'fill="{colour}" rx="1">{_title(tip)}</rect>')
+    if label:
+        body += (f'<text x="{x0 + 2:.1f}" y="{y + h + 10}" class="band" fill="{colour}">'
+                 f'{escape(_band_text(b))}</text>')
+    return _link(b.ref, body)
+
+
+def fault_strip(sc: Scale, bands: list[Band], nodes: list[str], y: float) -> tuple[list[str],
+                                                                                float]:
+    """A thin row per node with its fault bands, under a time chart."""
+    out = []
+    for n in nodes:
+        out.append(f'<text x="{LEFT - 6}" y="{y + 7}" class="lane" text-anchor="end">'
+                   f'{escape(n)}</text>')
+        out.append(f'<line x1="{LEFT}" y1="{y + 4}" x2="{W - RIGHT}" y2="{y + 4}" class="gl"/>')
+        out += [_band(sc, b, y + 1, 6, False) for b in bands if b.node == n]
+        y += 11
+    return out, y
+
+
+def _marker(x: float, y: float, kind: str, colour: str, tip: str, ref: str | None) -> str:
+    shapes = {
+        "election": f'<path d="M{x:.1f} {y - 6} l6 6 l-6 6 l-6 -6 z" fill="{colour}"/>',
+        "truncate": f'<path d="M{x - 6:.1f} {y - 5} h12 l-6 11 z" fill="{colour}"/>',
+        "power-cycle": (f'<path d="M{x + 2:.1f} {y - 7} l-7 9 h5 l-2 7 l7 -9 h-5 z" '
+                        f'fill="{colour}"/>'),
+    }
+    return _link(ref, f'<g class="mk">{shapes[kind]}{_title(tip)}</g>')
+
+
+def _leadership(facts: Facts, end: float) -> dict[str, list[tuple[str, int, float, float,
+                                                               str]]]:
+    """node → [(partition, epoch, from, to, election item id)]: who led what when."""
+    out: dict[str, list[tuple[str, int, float, float, str]]] = {}
+    parts = sorted(facts.elections)[:MAX_LEADER_PARTITIONS]
+    for part in parts:
+        changes = [it for it in facts.isr_changes.get(part, [])
+                   if it.type in ("leader-elected", "leader-offline")]
+        for i, it in enumerate(changes):
+            if it.type != "leader-elected":
+                continue
+            t0 = _s(it.time) or 0.0
+            t1 = _s(changes[i + 1].time) if i + 1 < len(changes) else end
+            out.setdefault(str(it.get("leader")), []).append(
+                (part, int(it.get("leader_epoch", -1)), t0, t1 or end, it.id))
+    return out
+
+
+def cluster_timeline(data: RunData, facts: Facts, sc: Scale, bands: list[Band],
+                     nodes: list[str], ops: list[dict[str, Any]]) -> str:
+    lane = 56
+    top = 8
+    body: list[str] = []
+    lead = _leadership(facts, sc.t1)
+    y = top
+    for n in nodes:
+        body.append(f'<rect x="{LEFT}" y="{y}" width="{sc.width:.1f}" height="{lane - 4}" '
+                    'class="lanebg"/>')
+        body.append(f'<text x="{LEFT - 8}" y="{y + 30}" class="lane big" text-anchor="end">'
+                    f'{escape(n)}</text>')
+        for part, epoch, t0, t1, ref in lead.get(n, []):
+            x0, x1 = sc.x(t0), sc.x(t1)
+            tip = f"{n} leads {part} in epoch {epoch} from {fmt_time(t0 * 1e9)}"
+            text = f"leader {part} e{epoch}" if x1 - x0 > 70 else f"e{epoch}"
+            body.append(_link(ref, f'<rect x="{x0:.1f}" y="{y + 18}" '
+                                   f'width="{max(x1 - x0, 2):.1f}" height="12" class="lead">'
+                                   f'{_title(tip)}</rect>'))
+            if x1 - x0 > 18:
+                body.append(f'<text x="{x0 + 3:.1f}" y="{y + 28}" class="leadt">'
+                            f'{escape(text)}</text>')
+        label_end = 0.0
+        for b in sorted((b for b in bands if b.node == n), key=lambda b: b.start):
+            # a label only where the previous one has ended (its tooltip says it all)
+            room = sc.x(b.start) >= label_end
+            body.append(_band(sc, b, y + 34, 5, room))
+            if room:
+                label_end = sc.x(b.start) + 6 * len(_band_text(b)) + 8
+        body += _lane_markers(facts, sc, n, y + 9)
+        y += lane
+    body += _grid_x(sc, top, y)
+    if ops:
+        procs = sorted({o["process"] for o in ops}, key=_proc_key)
+        row = 14 if len(procs) <= 12 else 8
+        body.append(f'<text x="{LEFT - 8}" y="{y + 14}" class="lane" text-anchor="end">'
+                    'client</text>')
+        y += 18
+        for i, p in enumerate(procs):
+            py = y + i * row
+            body.append(f'<text x="{LEFT - 8}" y="{py + row - 3}" class="tick" '
+                        f'text-anchor="end">{escape(p)}</text>'
+                        if row >= 12 else "")
+            body.append(f'<line x1="{LEFT}" y1="{py + row / 2}" x2="{W - RIGHT}" '
+                        f'y2="{py + row / 2}" class="gl"/>')
+        index = {p: i for i, p in enumerate(procs)}
+        for o in ops[:MAX_TIMELINE_OPS]:
+            x0, x1 = sc.x(o["start"]), sc.x(o["end"])
+            py = y + index[o["process"]] * row + 2
+            tip = (f"{o['f']} {o['type']} value={o['value']} offset={o['offset']} "
+                   f"{fmt_time(o['start'] * 1e9)} → {fmt_time(o['end'] * 1e9)}")
+            body.append(f'<rect x="{x0:.1f}" y="{py}" width="{max(x1 - x0, 1.5):.1f}" '
+                        f'height="{row - 4}" fill="{COLOURS.get(o["type"], "#888")}">'
+                        f'{_title(tip)}</rect>')
+        y += len(procs) * row + 4
+    body += _x_axis(sc, y)
+    legend = _legend(y + 30)
+    return _svg(y + 44, body + legend, "cluster timeline")
+
+
+def _proc_key(p: str) -> tuple[int, str]:
+    return (0, f"{int(p):09d}") if p.isdigit() else (1, p)
+
+
+def _legend(y: float) -> list[str]:
+    items = [("election", "#3451b2", "elected leader"),
+             ("truncate", "#b3261e", "truncation that removed records"),
+             ("truncate", "#9aa3ad", "truncation that removed nothing"),
+             ("power-cycle", "#7a1c14", "power cycle")]
+    out, x = [], LEFT
+    for kind, colour, text in items:
+        out.append(_marker(x + 6, y - 4, kind, colour, text, None))
+        out.append(f'<text x="{x + 16}" y="{y}" class="tick">{escape(text)}</text>')
+        x += 30 + 6.2 * len(text)
+    for kind, colour in FAULT_COLOURS.items():
+        out.append(f'<rect x="{x}" y="{y - 7}" width="18" height="5" fill="{colour}"/>'
+                   f'<text x="{x + 22}" y="{y}" class="tick">{kind}</text>')
+        x += 34 + 6.2 * len(kind)
+    return out
+
+
+def _lane_markers(facts: Facts, sc: Scale, node: str, y: float) -> list[str]:
+    """Markers at their times, nudged right where they would cover each other
+    (the tooltip gives the exact time)."""
+    marks: list[tuple[float, str, str, str, str | None]] = []
+    for part, els in facts.elections.items():
+        for el in els:
+            if el.leader == node:
+                tip = (f"{fmt_time(el.time)}: {node} elected leader of {part}, epoch {el.epoch}"
+                       + (" (unclean)" if el.unclean else ""))
+                marks.append((sc.x(el.time / 1e9), "election", "#3451b2", tip, el.item.id))
+    for part, by_node in facts.truncs.items():
+        for tr in by_node.get(node, []):
+            removed = max(int(tr.get("from") or 0) - int(tr.get("to") or 0), 0)
+            tip = (f"{fmt_time(tr.time)}: {node} truncates {part} from {tr.get('from')} to "
+                   f"{tr.get('to')} (rule {rule_of(tr) or '?'}), removing {removed}")
+            marks.append((sc.x((tr.time or 0) / 1e9), "truncate",
+                          "#b3261e" if removed else "#9aa3ad", tip, tr.id))
+    for pc in facts.power_cycles.get(node, []):
+        marks.append((sc.x((pc.time or 0) / 1e9), "power-cycle", "#7a1c14",
+                      f"{fmt_time(pc.time)}: power-cycle of {node}", pc.id))
+    out, last = [], -1e9
+    for x, kind, colour, tip, ref in sorted(marks, key=lambda m: m[0]):
+        x = max(x, last + 13)
+        last = x
+        out.append(_marker(x, y, kind, colour, tip, ref))
+    return out
+
+
+def _y_log(v: float, lo: float, hi: float, y0: float, y1: float) -> float:
+    v = min(max(v, lo), hi)
+    return y1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (y1 - y0)
+
+
+def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list[str]) -> str:
+    y0, y1 = 10, 190
+    lats = [max((o["end"] - o["start"]) * 1e3, 1e-3) for o in ops]
+    lo = 10 ** math.floor(math.log10(min(lats)))
+    hi = 10 ** math.ceil(math.log10(max(lats) * 1.01))
+    body = [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
+            'class="plotbg"/>']
+    body += _grid_x(sc, y0, y1)
+    d = lo
+    while d <= hi * 1.0001:
+        y = _y_log(d, lo, hi, y0, y1)
+        body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
+                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
+                    f'{fmt_seconds(d / 1e3)}</text>')
+        d *= 10
+    body.append(f'<text x="14" y="{(y0 + y1) / 2}" class="tick" transform="rotate(-90 14 '
+                f'{(y0 + y1) / 2})" text-anchor="middle">latency (log)</text>')
+    keep = [o for o in ops if o["type"] != "ok"]
+    oks = [o for o in ops if o["type"] == "ok"]
+    step = max(1, len(oks) // max(MAX_POINTS - len(keep), 1))
+    for o in (keep + oks[::step])[:MAX_POINTS]:
+        lat = max((o["end"] - o["start"]) * 1e3, 1e-3)
+        x, y = sc.x(o["end"]), _y_log(lat, lo, hi, y0, y1)
+        colour = COLOURS.get(o["type"], "#888")
+        tip = f"{o['f']} {o['type']} at {fmt_time(o['end'] * 1e9)}: {lat:.3g} ms"
+        if o["f"] == "send":
+            body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}">'
+                        f'{_title(tip)}</circle>')
+        else:
+            body.append(f'<path d="M{x - 3:.1f} {y - 3:.1f}l6 6m0 -6l-6 6" stroke="{colour}" '
+                        f'stroke-width="1.5">{_title(tip)}</path>')
+    body += _x_axis(sc, y1)
+    strip, y = fault_strip(sc, bands, nodes, y1 + 24)
+    body += strip
+    body.append(f'<text x="{LEFT}" y="{y + 12}" class="tick">● send  × poll — '
+                '<tspan fill="#1f7a3d">ok</tspan> <tspan fill="#b3261e">fail</tspan> '
+                '<tspan fill="#b26a00">info</tspan>; '
+                'fault windows per broker under the axis</text>')
+    return _svg(y + 20, body, "latency")
+
+
+def throughput(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list[str]
+               ) -> tuple[str, float]:
+    y0, y1 = 10, 150
+    width = max(sc.t1 / 60, 0.05)
+    nbins = int(sc.t1 / width) + 1
+    series = {}
+    for typ in COLOURS:
+        counts = [0] * nbins
         for o in ops:
             if o["type"] == typ:
-                b = int(o["end"] / width)
-                counts[b] = counts.get(b, 0) + 1
-        if counts:
-            bins = range(int(span / width) + 1)
-            fig.add_trace(go.Scatter(
-                name=typ, x=[(b + 0.5) * width for b in bins],
-                y=[counts.get(b, 0) / width for b in bins],
-                mode="lines", line={"shape": "hv", "color": colour}))
-    _shade(fig, windows)
-    return _layout(fig, f"Throughput (completed ops per second, {width:.2f} s bins)", "ops/s")
+                counts[min(int(o["end"] / width), nbins - 1)] += 1
+        if any(counts):
+            series[typ] = [c / width for c in counts]
+    top = max((max(v) for v in series.values()), default=1.0) or 1.0
+    body = [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
+            'class="plotbg"/>']
+    body += _grid_x(sc, y0, y1)
+    for v in _int_ticks(top):
+        y = y1 - v / top * (y1 - y0)
+        body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
+                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
+                    f'{v:g}/s</text>')
+    for typ, vals in series.items():
+        pts = []
+        for b, v in enumerate(vals):
+            y = y1 - v / top * (y1 - y0)
+            pts.append(f"{sc.x(b * width):.1f},{y:.1f} {sc.x((b + 1) * width):.1f},{y:.1f}")
+        body.append(f'<polyline points="{" ".join(pts)}" fill="none" '
+                    f'stroke="{COLOURS[typ]}" stroke-width="1.5">{_title(typ)}</polyline>')
+    body += _x_axis(sc, y1)
+    strip, y = fault_strip(sc, bands, nodes, y1 + 24)
+    body += strip
+    body.append(f'<text x="{LEFT}" y="{y + 12}" class="tick">completed client ops per second '
+                f'({fmt_seconds(round(width, 3))} bins): '
+                '<tspan fill="#1f7a3d">ok</tspan> <tspan fill="#b3261e">fail</tspan> '
+                '<tspan fill="#b26a00">info</tspan></text>')
+    return _svg(y + 20, body, "throughput"), width
 
 
-def replica_progress(events: list[dict[str, Any]]) -> go.Figure | None:
-    """HW and LEO per replica over time, from events carrying hw/leo fields."""
-    series: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
-    elections = []
-    isr: tuple[list[float], list[int]] = ([], [])
-    for e in events:
-        t = _s(e.get("time"))
-        if t is None:
+def _int_ticks(top: float, n: int = 5) -> list[float]:
+    """Whole-number ticks from 0 to `top` (at most about n+1 of them)."""
+    step = max(1, math.ceil(top / n))
+    mag = 10 ** math.floor(math.log10(step))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= step)
+    return [float(i * step) for i in range(int(top // step) + 1)]
+
+
+def _progress_series(facts: Facts, part: str) -> dict[tuple[str, str], list[tuple[float,
+                                                                                  int]]]:
+    """(node, HW|LEO) → [(t, value)] from the events that carry them."""
+    series: dict[tuple[str, str], list[tuple[float, int]]] = {}
+
+    def add(node: str, k: str, t: float | None, v: Any) -> None:
+        if t is not None and isinstance(v, int) and not isinstance(v, bool):
+            series.setdefault((node, k), []).append((t, v))
+
+    for it in sorted(facts.items.values(), key=lambda i: i.time or 0):
+        if it.source != "event":
             continue
-        for k in ("hw", "leo"):
-            if isinstance(e.get(k), int):
-                xs, ys = series.setdefault((str(e.get("node")), k), ([], []))
-                xs.append(t)
-                ys.append(e[k])
-        if isinstance(e.get("isr"), list):
-            isr[0].append(t)
-            isr[1].append(len(e["isr"]))
-        if e.get("type") == "leader-elected":
-            elections.append((t, e))
-    if not series and not isr[0]:
+        t = _s(it.time)
+        if it.type == "started":
+            for p in it.get("partitions") or []:
+                if isinstance(p, dict) and pkey(p.get("topic"), p.get("partition")) == part:
+                    add(it.node, "LEO", t, p.get("leo"))
+                    add(it.node, "HW", t, p.get("hw"))
+            continue
+        if pkey(it.get("topic"), it.get("partition")) != part or it.node == "controller":
+            continue
+        if it.type == "hw-advance":
+            add(it.node, "HW", t, it.get("new"))
+        elif it.type == "truncate":
+            add(it.node, "LEO", t, it.get("to"))
+        else:
+            add(it.node, "HW", t, it.get("hw"))
+            add(it.node, "LEO", t, it.get("leo"))
+    return series
+
+
+def replica_progress(facts: Facts, sc: Scale, part: str, nodes: list[str],
+                     bands: list[Band]) -> str | None:
+    series = _progress_series(facts, part)
+    changes = facts.isr_changes.get(part) or [  # no controller events: any that say
+        it for it in sorted(facts.items.values(), key=lambda i: i.time or 0)
+        if it.source == "event" and pkey(it.get("topic"), it.get("partition")) == part]
+    isr = [(_s(it.time) or 0.0, len(it.get("isr"))) for it in changes
+           if isinstance(it.get("isr"), list)]
+    if not series and not isr:
         return None
-    fig = go.Figure()
-    for (node, k), (xs, ys) in sorted(series.items()):
-        fig.add_trace(
-            go.Scatter(
-                name=f"{node} {k.upper()}",
-                x=xs,
-                y=ys,
-                mode="lines+markers",
-                line={"shape": "hv", "dash": "solid" if k == "hw" else "dot"},
-            )
-        )
-    if isr[0]:
-        fig.add_trace(
-            go.Scatter(
-                name="ISR size",
-                x=isr[0],
-                y=isr[1],
-                yaxis="y2",
-                mode="lines",
-                line={"shape": "hv", "color": "#888"},
-            )
-        )
-        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": "ISR size"})
-    for t, e in elections:
-        fig.add_vline(
-            x=t,
-            line_color="#3451b2",
-            line_dash="dash",
-            annotation_text=f"leader {e.get('leader', '?')} "
-            f"e{e.get('leader_epoch', e.get('epoch', '?'))}",
-            annotation_font_size=10,
-        )
-    return _layout(fig, "HW and LEO per replica, ISR size, leader changes", "offset")
+    y0, y1 = 22, 200
+    top_off = max([v for pts in series.values() for _, v in pts] + [1])
+    top_isr = max([n for _, n in isr] + [1])
+    body = [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
+            'class="plotbg"/>']
+    body += _grid_x(sc, y0, y1)
+    for v in _int_ticks(top_off):
+        y = y1 - v / top_off * (y1 - y0)
+        body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
+                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
+                    f'{v:g}</text>')
+    body.append(f'<text x="14" y="{(y0 + y1) / 2}" class="tick" transform="rotate(-90 14 '
+                f'{(y0 + y1) / 2})" text-anchor="middle">offset</text>')
+    if isr:
+        for n in range(top_isr + 1):
+            y = y1 - n / top_isr * (y1 - y0)
+            body.append(f'<text x="{W - RIGHT + 6}" y="{y + 4:.1f}" class="tick isr">{n}'
+                        '</text>')
+        body.append(f'<text x="{W - 12}" y="{(y0 + y1) / 2}" class="tick isr" '
+                    f'transform="rotate(90 {W - 12} {(y0 + y1) / 2})" text-anchor="middle">'
+                    'ISR size</text>')
+        pts = []
+        for i, (t, n) in enumerate(isr):
+            t_next = isr[i + 1][0] if i + 1 < len(isr) else sc.t1
+            y = y1 - n / top_isr * (y1 - y0)
+            pts.append(f"{sc.x(t):.1f},{y:.1f} {sc.x(t_next):.1f},{y:.1f}")
+        body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="#9aa3ad" '
+                    'stroke-width="6" stroke-opacity=".45"><title>ISR size</title></polyline>')
+    colour = {n: NODE_COLOURS[i % len(NODE_COLOURS)] for i, n in enumerate(nodes)}
+    for (node, k), pts in sorted(series.items()):
+        path = []
+        for i, (t, v) in enumerate(pts):
+            y = y1 - v / top_off * (y1 - y0)
+            t_next = pts[i + 1][0] if i + 1 < len(pts) else sc.t1
+            path.append(f"{sc.x(t):.1f},{y:.1f} {sc.x(t_next):.1f},{y:.1f}")
+        dash = "" if k == "HW" else ' stroke-dasharray="4 3"'
+        off = -1.5 if k == "HW" else 1.5  # keep equal HW and LEO lines apart
+        body.append(f'<polyline points="{" ".join(path)}" fill="none" '
+                    f'stroke="{colour.get(node, "#555")}" stroke-width="2"{dash} '
+                    f'transform="translate(0 {off})">{_title(f"{node} {k}")}</polyline>')
+    for el in facts.elections.get(part, []):
+        x = sc.x(el.time / 1e9)
+        body.append(_link(el.item.id, f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y1}" '
+                                      'class="elect"/>'
+                          f'<text x="{x + 3:.1f}" y="{y0 - 6}" class="tick elect-t">'
+                          f'{escape(el.leader)} e{el.epoch}</text>'))
+    body += _x_axis(sc, y1)
+    strip, y = fault_strip(sc, bands, nodes, y1 + 24)
+    body += strip
+    legend = []
+    x = LEFT
+    for n in nodes:
+        if any(node == n for node, _ in series):
+            legend.append(f'<line x1="{x}" y1="{y + 8}" x2="{x + 18}" y2="{y + 8}" '
+                          f'stroke="{colour[n]}" stroke-width="2"/><text x="{x + 22}" '
+                          f'y="{y + 12}" class="tick">{escape(n)} HW</text>'
+                          f'<line x1="{x + 64}" y1="{y + 8}" x2="{x + 82}" y2="{y + 8}" '
+                          f'stroke="{colour[n]}" stroke-width="2" stroke-dasharray="4 3"/>'
+                          f'<text x="{x + 86}" y="{y + 12}" class="tick">{escape(n)} LEO</text>')
+            x += 140
+    if isr:
+        legend.append(f'<line x1="{x}" y1="{y + 8}" x2="{x + 18}" y2="{y + 8}" '
+                      'stroke="#9aa3ad" stroke-width="6" stroke-opacity=".45"/>'
+                      f'<text x="{x + 22}" y="{y + 12}" class="tick">ISR size (right axis)'
+                      '</text>')
+        x += 150
+    legend.append(f'<line x1="{x}" y1="{y + 2}" x2="{x}" y2="{y + 14}" class="elect"/>'
+                  f'<text x="{x + 6}" y="{y + 12}" class="tick">leader elected (leader, '
+                  'epoch)</text>')
+    return _svg(y + 20, body + legend, f"replica progress {part}")
 
 
-def build(data: RunData) -> list[dict[str, str]]:
-    """The report's charts as {"title", "html"} fragments (no plotly.js inside)."""
-    windows = fault_windows(data.history)
+def build(data: RunData, facts: Facts | None = None) -> list[dict[str, str]]:
+    """The report's charts as {"title", "html", "note"} (inline SVG)."""
+    facts = facts or Facts(data)
     ops = _ops(data.history)
-    figs: list[tuple[str, go.Figure]] = []
+    times = [o["end"] for o in ops] + [(_s(it.time) or 0.0) for it in facts.items.values()]
+    end = max(times, default=0.0)
+    if end <= 0:
+        return []
+    sc = Scale(end * 1.02)
+    nodes = _nodes(data, facts)
+    bands = fault_bands(data, facts, end)
+    out = [{"title": "Cluster timeline", "html": cluster_timeline(data, facts, sc, bands,
+                                                                   nodes, ops),
+            "note": ("Each broker's lane: when it led (blue bar), its own fault windows "
+                     "(thin band), its elections, truncations and power cycles "
+                     "(markers link to the timeline table); below, each client's operations."
+                     + (f" First {MAX_TIMELINE_OPS} of {len(ops)} operations."
+                        if len(ops) > MAX_TIMELINE_OPS else ""))}]
+    for part in sorted({p for ps in (facts.elections, facts.truncs) for p in ps})[:4]:
+        svg = replica_progress(facts, sc, part, nodes, bands)
+        if svg:
+            out.append({"title": f"Replica progress {part}", "html": svg,
+                        "note": "HW (solid) and LEO (dashed) per replica as its events "
+                                "report them, the ISR size, and leader changes."})
     if ops:
-        figs.append(("Timeline", timeline(ops, windows)))
-        figs.append(("Latency", latency(ops, windows)))
-        figs.append(("Throughput", throughput(ops, windows)))
-    prog = replica_progress(data.events)
-    if prog is not None:
-        figs.append(("Replica progress", prog))
-    return [
-        {
-            "title": title,
-            "html": fig.to_html(
-                full_html=False, include_plotlyjs=False, config={"displaylogo": False}
-            ),
-        }
-        for title, fig in figs
-    ]
+        out.append({"title": "Latency", "html": latency(sc, ops, bands, nodes),
+                    "note": "Each completed client operation at its completion time."})
+        svg, _ = throughput(sc, ops, bands, nodes)
+        out.append({"title": "Throughput", "html": svg, "note": ""})
+    return out
+
+
+def _nodes(data: RunData, facts: Facts) -> list[str]:
+    brokers = (data.meta.get("cluster") or {}).get("brokers")
+    if isinstance(brokers, list) and brokers:
+        return [str(b) for b in brokers]
+    seen = {it.node for it in facts.items.values() if it.source == "event"}
+    seen |= set(data.logs) | set(data.states)
+    return sorted(n for n in seen if n not in ("controller", "None"))
+
+

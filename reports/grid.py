@@ -3,8 +3,11 @@
 Each cell shows a record's epoch and value. Rows are marked when replicas hold
 different records there (``differs``), when the checker flagged the offset as a
 divergence (``divergent``), and cells holding a lost acknowledged value are
-marked ``lost``. Long logs keep the interesting rows (marked ones ± context, the
-start and the end) and fold the rest into gap rows.
+marked ``lost``. Offsets that were acknowledged but are in no replica's log any
+more are ``ghost`` rows: each replica's cell says what it held there before a
+truncation removed it (the truncate event's removed records) or which power
+cycle dropped it. Long logs keep the interesting rows (marked ones ± context,
+the start and the end) and fold the rest into gap rows.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reports.rundata import Replica, RunData, pkey
+from reports.story import Facts, rule_of
+from reports.units import fmt_time
 
 MAX_ROWS = 400
+MAX_GHOSTS = 200  # ghost rows per partition (the lowest offsets)
 CONTEXT = 3
 EDGE = 20
 
@@ -26,6 +32,8 @@ class Cell:
     present: bool = False
     above_hw: bool = False
     lost: bool = False
+    note: str = ""  # ghost cell: what removed it, and when
+    ref: str | None = None  # ghost cell: the timeline row of what removed it
 
 
 @dataclass
@@ -36,6 +44,8 @@ class Row:
     differs: bool = False
     divergent: bool = False
     gap: int = 0  # >0: a fold standing for this many hidden rows
+    ghost: bool = False  # acknowledged, but in no replica's log any more
+    acked: list[tuple[Any, bool]] = field(default_factory=list)  # (value, lost) acked here
 
 
 @dataclass
@@ -97,7 +107,42 @@ def _final_log(data: RunData) -> dict[str, dict[int, Any]]:
     return out
 
 
-def build(data: RunData) -> list[Grid]:
+def _acked(data: RunData) -> dict[str, dict[int, list[Any]]]:
+    """partition → offset → the values acknowledged there, in history order."""
+    out: dict[str, dict[int, list[Any]]] = {}
+    for op in data.history:
+        if op.get("f") == "send" and op.get("type") == "ok" and isinstance(op.get("offset"),
+                                                                             int):
+            vals = out.setdefault(pkey(op.get("topic"), op.get("partition")), {}).setdefault(
+                op["offset"], [])
+            if op.get("value") not in vals:
+                vals.append(op.get("value"))
+    return out
+
+
+def ghost_cell(facts: Facts, broker: str, part: str, off: int) -> Cell:
+    """What `broker` held at `off` before it lost it: the last truncation that removed
+    the offset (with the record, when the event lists it), else the power cycle
+    after which it restarted below the offset."""
+    trs = [tr for tr in facts.truncs.get(part, {}).get(broker, []) if facts.removes(tr, off)]
+    pcs = [(pc, st) for pc, st, leo in facts.power_losses(broker, part, -1, None) if leo <= off]
+    last_tr = trs[-1] if trs else None
+    last_pc = pcs[-1][0] if pcs else None
+    if last_tr is not None and (last_pc is None or (last_tr.time or 0) >= (last_pc.time or 0)):
+        rec = facts.removed_at(last_tr, off)
+        note = f"✂ truncated {fmt_time(last_tr.time)} · rule {rule_of(last_tr) or '?'}"
+        if rec is None:
+            return Cell(note=note, ref=last_tr.id)
+        return Cell(rec[0], rec[1], True, note=note, ref=last_tr.id)
+    if last_pc is not None:
+        return Cell(note=f"⚡ power-cycle {fmt_time(last_pc.time)}: not on disk",
+                    ref=last_pc.id)
+    return Cell()
+
+
+def build(data: RunData, facts: Facts | None = None) -> list[Grid]:
+    facts = facts or Facts(data)
+    acked = _acked(data)
     lost: dict[str, set[Any]] = {}
     divergent: dict[str, set[int]] = {}
     for a in data.anomalies:
@@ -120,6 +165,7 @@ def build(data: RunData) -> list[Grid]:
         states = [data.states.get(b, {}).get(part, {}) for b in brokers]
         final = finals.get(part, {})
         top = max([max(m, default=-1) for m in by_off.values()] + [max(final, default=-1)])
+        ghosts = sorted(o for o in acked.get(part, {}) if o > top)[:MAX_GHOSTS]
         rows, epochs = [], set()
         for off in range(top + 1):
             cells = []
@@ -147,8 +193,15 @@ def build(data: RunData) -> list[Grid]:
                     fc,
                     differs=len(present) > 1,
                     divergent=off in divergent.get(part, ()),
+                    acked=[(v, v in lost.get(part, ())) for v in acked.get(part, {}).get(off, [])],
                 )
             )
+        for off in ghosts:
+            cells = [ghost_cell(facts, b, part, off) for b in brokers]
+            for c in cells:
+                c.lost = c.present and c.value in lost.get(part, ())
+            rows.append(Row(off, cells, Cell(), ghost=True, acked=[
+                (v, v in lost.get(part, ())) for v in acked[part][off]]))
         heads = [head(b, data.replicas.get(b), st) for b, st in zip(brokers, states, strict=True)]
         g = Grid(part, brokers, states, heads, epochs=sorted(epochs))
         g.rows, g.hidden = _fold(rows)
@@ -161,7 +214,7 @@ def _fold(rows: list[Row]) -> tuple[list[Row], int]:
         return rows, 0
     keep = set(range(EDGE)) | set(range(len(rows) - EDGE, len(rows)))
     for i, r in enumerate(rows):
-        if r.differs or r.divergent or any(c.lost for c in r.cells):
+        if r.differs or r.divergent or r.ghost or any(c.lost for c in r.cells):
             keep.update(range(i - CONTEXT, i + CONTEXT + 1))
     out: list[Row] = []
     hidden = 0

@@ -1,7 +1,11 @@
 """Render check/report.html for one run: a single self-contained file.
 
-Everything is inline (CSS, and plotly.js when charts are included) so the file
-opens offline and makes no request to any other host.
+Everything is inline (CSS, and the charts as SVG) so the file opens offline and
+makes no request to any other host; it needs no script. The first screen says
+what happened to the data (reports.story: the headline and the causal story),
+then the replica logs (reports.grid), then the anomalies, the charts
+(reports.charts), the timeline of protocol events, the figures and the
+configuration.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from typing import Any
 import jinja2
 
 from contract import CHECK, REPORT_HTML
-from reports import grid
+from reports import charts, grid, story
 from reports.rundata import RunData, load
+from reports.units import figure_row, fmt_time
 
 MAX_EVENTS = 2000
+# A story line's kind, as its tag in the report.
+KIND_WORDS = {"ack": "acked", "fault": "fault", "power-cycle": "power cycle",
+              "truncate": "truncation", "election": "election", "final": "final read"}
 
 _CONFIG_KEYS = (
     "run_id",
@@ -42,6 +50,10 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.globals["epoch_colour"] = grid.epoch_colour
+    env.globals["fmt_time"] = fmt_time
+    env.globals["fmt_seconds_value"] = lambda s: fmt_time(s * 1e9) if isinstance(
+        s, int | float) else s
+    env.globals["kind_words"] = KIND_WORDS
     env.filters["pretty"] = _pretty
     return env
 
@@ -65,14 +77,6 @@ def _verdict_text(s: dict[str, Any]) -> str:
     return text
 
 
-def _lost_values(data: RunData) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for a in data.anomalies:
-        if a["kind"] == "lost-write":
-            out.setdefault(f"{a['topic']}/{a['partition']}", []).append(a["witness"]["value"])
-    return out
-
-
 def _truncated(data: RunData) -> list[dict[str, Any]]:
     """Each file whose last line is a cut-off write (the checker skipped it)."""
     out = []
@@ -93,7 +97,21 @@ def _ended(meta: dict[str, Any]) -> str | None:
         return "incomplete" + (f": {meta['error']}" if meta.get("error") else "")
     if status == "running":
         return "still marked running: the harness stopped before recording how it ended"
+    if status == "crashed":
+        return "crashed" + (f": {meta['error']}" if meta.get("error") else "") + \
+            " (collected afterwards from the data it left)"
     return None
+
+
+def _headline(data: RunData) -> story.Headline:
+    """story.headline, with the words for the verdict of a run that did not finish."""
+    h = story.headline(data)
+    if h.verdict == "incomplete":
+        unjudged = data.summary.get("unjudged") or []
+        h.expectation = ("Incomplete: the run did not finish, and only what it recorded was "
+                         "checked" + (f"; {', '.join(unjudged)}, expected, not judged"
+                                      if unjudged else ""))
+    return h
 
 
 def _other_notes(data: RunData) -> list[str]:
@@ -137,37 +155,84 @@ def _steps(schedule: Any) -> Any:
         for s in schedule)
 
 
-def _events(data: RunData) -> list[dict[str, Any]]:
-    rows = []
-    for e in data.events[:MAX_EVENTS]:
-        details = {k: v for k, v in e.items() if k not in ("time", "node", "type")}
-        t = e.get("time")
-        rows.append(
-            {
-                "time_ms": round(t / 1e6, 3) if isinstance(t, int | float) else t,
-                "node": e.get("node"),
-                "type": e.get("type"),
-                "details": json.dumps(details, separators=(", ", ": ")) if details else "",
-            }
-        )
-    return rows
+def _details(it: story.Item) -> str:
+    """A timeline row's fields in one compact line."""
+    f = dict(it.fields)
+    out = []
+    part = story._part(f)
+    if part is not None:
+        out.append(part)
+        f.pop("topic", None)
+        f.pop("partition", None)
+    if it.type == "truncate":
+        out.append(f"LEO {f.pop('from', '?')} → {f.pop('to', '?')}")
+        removed = f.pop("removed", None)
+        count = f.pop("removed_count", None)
+        if isinstance(removed, list) and removed:
+            shown = ", ".join(f"{r[0]}: e{r[1]}·{r[2]}" for r in removed[:8]
+                              if isinstance(r, list) and len(r) == 3)
+            more = (count or len(removed)) - min(len(removed), 8)
+            out.append(f"removed {shown}" + (f" … +{more}" if more > 0 else ""))
+    if it.type == "started":
+        parts = f.pop("partitions", None) or []
+        out += [f"{story._part(p)} LEO {p.get('leo')} HW {p.get('hw')}"
+                for p in parts[:4] if isinstance(p, dict)]
+    if it.source in ("client", "final", "nemesis"):
+        f.pop("type", None)
+    if it.source == "nemesis" and isinstance(f.get("value"), list):
+        out.append(", ".join(map(str, f.pop("value"))))
+    if it.source in ("client", "final"):
+        recs = f.pop("records", None)
+        if isinstance(recs, list):
+            out.append(f"{len(recs)} records: " + ", ".join(
+                f"{r[0]}:{r[1]}" for r in recs[:12] if isinstance(r, list) and len(r) == 2)
+                + (" …" if len(recs) > 12 else ""))
+    out += [f"{k} {_short(v)}" for k, v in f.items() if v not in (None, [], {})]
+    return " · ".join(out)
 
 
-def _charts(data: RunData) -> tuple[list[dict[str, str]], str | None]:
-    """Plotly charts, if the charts module can build any (plotly is optional here)."""
-    try:
-        from reports import charts
-    except ImportError:
-        return [], None
-    built = charts.build(data)
-    return built, (charts.plotly_js() if built else None)
+def _short(v: Any) -> str:
+    if isinstance(v, list) and not any(isinstance(x, list | dict) for x in v):
+        return ",".join(map(str, v))
+    if isinstance(v, list | dict):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+def _timeline(facts: story.Facts, st: story.Story) -> tuple[list[dict[str, Any]], int]:
+    """Protocol events, nemesis ops, the final reads and the client ops the story
+    names, in time order; at most MAX_EVENTS rows besides those the story links."""
+    refs: dict[str, list[int]] = {}
+    for ln in st.lines:
+        if ln.ref:
+            refs.setdefault(ln.ref, []).append(ln.n)
+    items = sorted(facts.items.values(), key=lambda it: (it.time is None, it.time or 0))
+    rows, shown = [], 0
+    for it in items:
+        if it.source == "client" and not it.in_story:
+            continue
+        if shown >= MAX_EVENTS and it.id not in refs:
+            continue
+        shown += 1
+        rows.append({"id": it.id, "time": fmt_time(it.time), "node": it.node,
+                     "type": it.type, "details": _details(it), "story": refs.get(it.id, []),
+                     "source": it.source})
+    total = sum(1 for it in items if it.source != "client" or it.in_story)
+    return rows, total
+
+
+def _figures(s: dict[str, Any]) -> list[tuple[str, str]]:
+    return [figure_row(k, v) for k, v in (s.get("figures") or {}).items()
+            if k != "availability"]
 
 
 def render_run(run_dir: Path) -> Path:
     """Write ``<run_dir>/check/report.html`` from the run and its check results."""
     data = load(Path(run_dir))
     s = data.summary
-    chart_list, plotly_js = _charts(data)
+    facts = story.Facts(data)
+    st, _ = story.build(data, facts)
+    timeline, timeline_total = _timeline(facts, st)
     html = (
         _env()
         .get_template("run.html")
@@ -176,10 +241,13 @@ def render_run(run_dir: Path) -> Path:
             run_dir=str(data.path),
             verdict=s["verdict"],
             verdict_text=_verdict_text(s),
+            headline=_headline(data),
+            story=st,
             scenario=data.meta.get("scenario"),
+            description=data.meta.get("description"),
+            source=data.meta.get("source"),
             protocol=data.meta.get("protocol"),
             seed=data.meta.get("seed"),
-            lost_values=_lost_values(data),
             truncated=_truncated(data),
             ended=_ended(data.meta),
             notes=_other_notes(data),
@@ -190,15 +258,14 @@ def render_run(run_dir: Path) -> Path:
             kinds_checked=s.get("kinds_checked") or [],
             missing=s.get("missing") or [],
             config=_config(data.meta),
-            figures=sorted((k, v) for k, v in (s.get("figures") or {}).items()
-                           if k != "availability"),
+            figures=_figures(s),
             availability=(s.get("figures") or {}).get("availability") or [],
             final_log=s.get("final_log") or [],
-            charts=chart_list,
-            plotly_js=plotly_js,
-            grids=grid.build(data),
-            events=_events(data),
-            events_total=len(data.events),
+            charts=charts.build(data, facts),
+            grids=grid.build(data, facts),
+            timeline=timeline,
+            timeline_total=timeline_total,
+            max_lines=story.MAX_LINES,
             checked_at=s.get("checked_at"),
             spark_version=(s.get("checker") or {}).get("spark"),
         )

@@ -311,3 +311,37 @@ def checked_odd_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunR
         assert len(results) == 2
         _ODD.update({r.run_id: r for r in results})
     return _ODD
+
+
+# -- the shipped scenarios under 0.10, run for real and checked in one batch -------
+# For the report tests (story, Chromium): one local run per scenario, shared by
+# every module that asks (checked_scenario_runs), checked by ONE check_runs call.
+
+SHIPPED = ("kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+           "kip279-unclean-divergence")
+_SCENARIO_RUNS: dict[str, RunResult] = {}
+
+
+def checked_scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResult]:
+    """scenario name → its checked run under 0.10 (local backend, seed 1)."""
+    if not _SCENARIO_RUNS:
+        from conftest import free_port
+
+        from harness.progress import Progress
+        from harness.runner import RunOptions, run_scenario
+        from harness.scenario import find_scenario, load_scenario
+
+        root = tmp_path_factory.mktemp("scenario-runs")
+        records = {}
+        for name in SHIPPED:
+            rec = run_scenario(
+                load_scenario(find_scenario(name)),
+                RunOptions(protocol="0.10", backend="local", runs_dir=root, seed=1,
+                           backend_options={"port": free_port()}),
+                Progress(quiet=True))
+            assert rec.error is None, f"{name}: run incomplete: {rec.error}"
+            records[rec.run_dir.resolve()] = name
+        results = check_runs(list(records))
+        assert len(results) == len(SHIPPED)
+        _SCENARIO_RUNS.update({records[r.run_dir.resolve()]: r for r in results})
+    return _SCENARIO_RUNS

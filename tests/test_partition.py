@@ -311,3 +311,68 @@ def test_stale_answers_are_ignored_after_a_role_change():
     resp, _ = a.offsets_for_leader_epoch(req["leader_epoch_request"], None)
     assert b.on_offsets_for_leader_epoch_response(req["generation"], resp, 0) == []
     assert b.log.leo == 3
+
+
+# -- what a truncate event tells a report ----------------------------------------------
+
+def truncate_events(effects) -> list[dict]:
+    return [e.fields for e in effects if isinstance(e, Event) and e.type == "truncate"]
+
+
+def test_truncate_event_lists_removed_records_and_rule():
+    """0.10: B restarts with HW checkpoint 1 over [m0, m1]: the HW rule removes m1."""
+    b = replica("B", "0.10", [(0, "m0"), (0, "m1")], hw=1)
+    (ev,) = truncate_events(follow(b, "A", 0, ["A", "B"]))
+    assert (ev["from"], ev["to"], ev["rule"], ev["reason"]) == (2, 1, "hw", "high-watermark")
+    assert ev["removed"] == [[1, 0, "m1"]] and ev["removed_count"] == 1
+    assert ev["leader_epoch"] == 0 and ev["topic"] == "t" and ev["partition"] == 0
+    # Nothing to remove: still an event, with an empty list.
+    (again,) = truncate_events(follow(b, "A", 1, ["A", "B"]))
+    assert (again["from"], again["to"], again["removed"], again["removed_count"]) == \
+        (1, 1, [], 0)
+
+
+def test_truncate_event_caps_the_removed_list():
+    from broker.partition import MAX_TRUNCATED_LISTED
+
+    n = MAX_TRUNCATED_LISTED + 7
+    b = replica("B", "0.10", [(0, v) for v in range(n + 1)], hw=1)
+    (ev,) = truncate_events(follow(b, "A", 0, ["A", "B"]))
+    assert ev["removed_count"] == n
+    assert ev["removed"] == [[o, 0, o] for o in range(1, MAX_TRUNCATED_LISTED + 1)]
+
+
+@pytest.mark.parametrize(("protocol", "rule"), [
+    ("0.11", "offsets_for_leader_epoch"),
+    ("2.0", "offsets_for_leader_epoch"),
+    ("latest", "diverging_epoch"),
+])
+def test_truncate_event_rule_per_protocol(protocol, rule):
+    """A led epoch 1 from offset 1 (m2); B still holds m1 of epoch 0 there."""
+    a = replica("A", protocol, [(0, "m0"), (1, "m2")], hw=2)
+    lead(a, 1, ["A"])
+    b = replica("B", protocol, [(0, "m0"), (0, "m1")], hw=1)
+    follow(b, "A", 1, ["A"])
+    events = [e for e in truncate_events(sync(b, a)) if e["removed_count"]]
+    assert [(e["rule"], e["from"], e["to"], e["removed"]) for e in events] == \
+        [(rule, 2, 1, [[1, 0, "m1"]])]
+    assert values(b) == values(a)
+
+
+def test_kip279_rounds_each_list_what_they_removed():
+    a, b = unclean_history("2.0")
+    events = [e for e in truncate_events(sync(b, a)) if e["removed_count"]]
+    assert [(e["rule"], e["reason"], e["removed"]) for e in events] == [
+        ("offsets_for_leader_epoch", "leader-epoch-iteration", [[2, 3, "r5"]]),
+        ("offsets_for_leader_epoch", "leader-epoch", [[1, 1, "r1"]]),
+    ]
+
+
+def test_offset_out_of_range_truncate_event_rule():
+    a = replica("A", "0.10", [(1, 1)], hw=1)
+    lead(a, 1, ["A", "B"])
+    b = replica("B", "0.10", [(0, 1), (0, 2)], hw=2)
+    follow(b, "A", 1, ["A", "B"])
+    ev = truncate_events(sync(b, a))[-1]
+    assert (ev["rule"], ev["removed"], ev["removed_count"]) == \
+        ("offset_out_of_range", [[1, 0, 2]], 1)

@@ -1,5 +1,6 @@
-"""The HTML report: self-contained, names lost values, marks divergent offsets; shows
-a down replica as down and an interrupted run as interrupted."""
+"""The HTML report: self-contained, says what happened in its headline, marks
+divergent offsets; shows a down replica as down and an interrupted run as
+interrupted; figures carry their units, charts their times in s/ms."""
 
 from __future__ import annotations
 
@@ -27,21 +28,44 @@ def report(checked_batch: dict[str, RunResult]) -> str:
 
 @pytest.mark.spark
 def test_report_is_self_contained(report: str) -> None:
-    # Scripts are inline (plotly.js from the installed package) and fetch nothing;
-    # their bodies mention URLs in strings (attributions), so check the markup only.
-    assert "<script src" not in report and "<link" not in report
-    assert "Plotly.newPlot" in report  # the charts are there, plotly.js inlined
-    markup = re.sub(r"<script>.*?</script>", "", report, flags=re.S)
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", markup)
-    assert "@import" not in markup and "url(" not in markup
+    # No script at all: the charts are inline SVG; nothing is fetched.
+    assert "<script" not in report and "<link" not in report
+    assert report.count("<svg ") >= 4  # timeline, replica progress, latency, throughput
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", report)
+    assert "@import" not in report and "url(" not in report
+    assert len(report.encode()) < 200_000
 
 
 @pytest.mark.spark
-def test_report_verdict_config_and_lost_values(report: str) -> None:
-    assert 'class="banner valid"' in report
-    assert "kip101-power-loss-divergence" in report and "4242" in report and "0.10" in report
-    assert re.search(r"Lost acknowledged values:</b>\s*t/0: 101", report)
+def test_report_headline_config_and_lost_values(report: str) -> None:
+    # The headline says what happened to the data, coloured by it; the verdict is
+    # the second line.
+    banner = re.search(r'<header class="banner (\S+)" id="headline">(.*?)</header>', report,
+                       flags=re.S)
+    assert banner is not None and banner.group(1) == "data-loss"
+    assert re.search(r'<div class="headline">1 acknowledged write lost \(t/0 offset 1\); '
+                     r"replicas A and B diverge \(t/0 offset 1\) — the loss and divergence "
+                     r"this scenario documents for 0.10</div>", banner.group(2))
+    assert '<span class="verdict valid">valid</span> As expected: scenario ' \
+           "kip101-power-loss-divergence documents divergence, lost-write under 0.10." \
+           in banner.group(2)
+    assert "kip101-power-loss-divergence" in report and "4242" in report
     assert "Value 101 was acknowledged" in report  # the explanation paragraph
+    # The grid's acknowledged column strikes the lost value through.
+    assert '<span class="lost-val">101</span>' in report
+
+
+@pytest.mark.spark
+def test_report_figures_have_units_and_times_are_readable(report: str) -> None:
+    figures = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]+)</td></tr>",
+                              report.split("<h2>Figures</h2>", 1)[1]))
+    assert re.fullmatch(r"[\d.]+ (ms|s)", figures["duration"])
+    assert figures["sends"].endswith(" ops")
+    assert re.fullmatch(r"[\d.]+ / [\d.]+ / [\d.]+ ms", figures["send latency p50 / p95 / p99"])
+    assert "duration_ns" not in report
+    timeline = report.split('<h2 id="timeline">', 1)[1]
+    times = re.findall(r'<td class="t">([^<]+)</td>', timeline)
+    assert times and all(re.fullmatch(r"[\d.]+ (ms|s)", t) for t in times)
 
 
 @pytest.mark.spark
@@ -71,6 +95,7 @@ def grid_rows(report: str) -> dict[int, list[tuple[str, str]]]:
         rows[int(off)] = [
             (re.sub(r"\s+", " ", cls).strip(), text)
             for cls, text in re.findall(r'<td(?: class="([^"]*)")?[^>]*>([^<]*)</td>', cells)
+            if cls != "acked"
         ]
     return rows
 
@@ -100,7 +125,8 @@ def test_report_for_a_run_with_a_down_replica(down_run: Path) -> None:
     # leader_epoch, isr, replicas -- the report exists and says what B is.
     assert json.loads((down_run / "replicas/B/state.json").read_text())["source"] == "data-dir"
     report = render_run(down_run).read_text()
-    assert 'class="banner valid"' in report  # both anomalies are expected ones
+    assert '<span class="verdict valid">' in report  # both anomalies are expected ones
+    assert '<header class="banner data-loss"' in report
     h = heads(report)
     assert h["B"] == ("down", "down · read from its data directory · LEO 2 · HW checkpoint 1")
     assert h["A"] == ("", "leader · epoch 1 · LEO 2 · HW 2 (ckpt 2) · ISR A")
@@ -141,7 +167,7 @@ def test_report_states_an_interrupted_write_first(odd_runs: dict[str, RunResult]
     assert summary["truncated"][0]["line"] == 13  # the checker found the cut-off line
     report = render_run(run).read_text()
     top, rest = report.split("<h2>Anomalies</h2>", 1)  # the first screen: before anomalies
-    banner = top.split('<div class="banner', 1)[1].split("<main>", 1)[0]
+    banner = top.split('<header class="banner', 1)[1].split("<main>", 1)[0]
     assert "interrupted mid-write</b> history.jsonl line 13 is cut off" in banner
     box = re.search(r'<div class="interrupted-run">(.*?)\n</div>', top, flags=re.S)
     assert box is not None

@@ -1,0 +1,233 @@
+"""The report's first screen tells the story of the loss: for each shipped
+scenario under 0.10 (run for real on the local backend, checked in one batch),
+the headline says what happened to the data, and the story names the truncation
+or power cycle and the election behind every anomaly, each linking to its row in
+the timeline. Plus the story's rules on hand-made runs (no Spark)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest_spark import checked_scenario_runs
+
+from broker.partition import TRUNCATION_RULES
+from checker.api import RunResult
+from reports import story
+from reports.render import render_run
+from reports.rundata import RunData
+
+
+def real(test):
+    """A test on the real scenario runs: brokers (e2e) and the Spark checker."""
+    return pytest.mark.e2e(pytest.mark.spark(test))
+
+
+def text(fragment: str) -> str:
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", fragment))).strip()
+
+
+def story_lines(report: str) -> dict[int, dict[str, str]]:
+    """Story line number → its kind, node, link target and text."""
+    out = {}
+    for m in re.finditer(r'<li id="story-(\d+)" class="[^"]*" data-kind="([\w-]+)"'
+                         r'(?: data-node="(\w+)")?(?: title="[^"]*")?>(.*?)</li>', report,
+                         flags=re.S):
+        ref = re.search(r'<a class="t" href="#([\w-]+)"', m.group(4))
+        body = re.search(r'<span class="text">(.*?)</span>', m.group(4), flags=re.S)
+        out[int(m.group(1))] = {"kind": m.group(2), "node": m.group(3) or "",
+                                "ref": ref.group(1) if ref else "",
+                                "text": text(body.group(1)) if body else ""}
+    return out
+
+
+def causes(report: str) -> list[dict]:
+    """The "why" list: each cause's kind, partition, offsets and the story lines it links."""
+    out = []
+    for m in re.finditer(r'<li class="cause" data-kind="([\w-]+)" data-part="([^"]+)" '
+                         r'data-offsets="([\d,]*)">(.*?)</li>', report, flags=re.S):
+        steps = re.findall(r'<a class="step k-[\w-]+" data-kind="([\w-]+)" '
+                           r'href="#story-(\d+)">', m.group(4))
+        out.append({"kind": m.group(1), "part": m.group(2),
+                    "offsets": {int(o) for o in m.group(3).split(",") if o},
+                    "steps": [(k, int(n)) for k, n in steps]})
+    return out
+
+
+def headline(report: str) -> tuple[str, str, str]:
+    banner = re.search(r'<header class="banner ([\w-]+)" id="headline">(.*?)</header>', report,
+                       flags=re.S)
+    assert banner is not None
+    head = re.search(r'<div class="headline">(.*?)</div>', banner.group(2), flags=re.S)
+    exp = re.search(r'<div class="expectation">(.*?)</div>', banner.group(2), flags=re.S)
+    return banner.group(1), text(head.group(1)), text(exp.group(1))
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResult]:
+    return checked_scenario_runs(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def reports(scenario_runs: dict[str, RunResult]) -> dict[str, str]:
+    return {name: render_run(r.run_dir).read_text() for name, r in scenario_runs.items()}
+
+
+SCENARIOS = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+             "kip279-unclean-divergence"]
+
+
+@real
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_headline_says_what_happened_to_the_data(scenario_runs: dict[str, RunResult],
+                                                 reports: dict[str, str], name: str) -> None:
+    run, report = scenario_runs[name], reports[name]
+    lost = sorted(a["witness"]["acked_offset"] for a in run.anomalies
+                  if a["kind"] == "lost-write")
+    assert lost, "every shipped scenario loses an acknowledged write under 0.10"
+    cls, head, expectation = headline(report)
+    assert cls == "data-loss"  # coloured by what happened to the data, not the verdict
+    n = len(lost)
+    where = str(lost[0]) if n == 1 else f"{lost[0]}–{lost[-1]}"
+    assert head.startswith(f"{n} acknowledged write{'s' if n > 1 else ''} lost (t/0 "
+                           f"offset{'s' if n > 1 else ''} {where})"), head
+    if any(a["kind"] == "divergence" for a in run.anomalies):
+        assert "replicas A and B diverge" in head
+    kip = re.search(r"\((KIP-\d+)\)", json.loads((run.run_dir / "run.json").read_text())
+                    ["description"]).group(1)
+    assert head.endswith(f"this scenario documents for 0.10 ({kip})"), head
+    assert expectation.startswith(f"valid As expected: scenario {name} documents")
+    # What happened comes before anything else on the page.
+    assert report.index('id="story"') < report.index("<h2>Replica logs</h2>") \
+        < report.index("<h2>Anomalies</h2>")
+
+
+@real
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_story_names_the_truncation_or_power_cycle_and_the_election(
+        scenario_runs: dict[str, RunResult], reports: dict[str, str], name: str) -> None:
+    run, report = scenario_runs[name], reports[name]
+    lines, why = story_lines(report), causes(report)
+    assert lines and why
+    rows = set(re.findall(r'<tr id="([\w-]+)"', report))
+    for n, ln in lines.items():
+        assert ln["ref"] in rows, f"story line {n} links to no timeline row: {ln}"
+    for a in run.anomalies:
+        w = a["witness"]
+        offsets = ({w["acked_offset"]} if a["kind"] == "lost-write"
+                   else {o["offset"] for o in w["offsets"]})
+        mine = [c for c in why if c["kind"] == a["kind"] and offsets <= c["offsets"]]
+        assert len(mine) == 1, (a["kind"], offsets, why)
+        steps = {k for k, _ in mine[0]["steps"]}
+        assert steps & {"truncate", "power-cycle"}, (name, a["kind"], mine[0])
+        assert "election" in steps, (name, a["kind"], mine[0])
+        for kind, n in mine[0]["steps"]:
+            assert lines[n]["kind"] == kind
+        told = " ".join(lines[n]["text"] for _, n in mine[0]["steps"])
+        assert "The controller elects" in told
+        assert "truncates to" in told or "Power-cycle of" in told
+
+
+def line_of(lines: dict[int, dict[str, str]], kind: str, node: str) -> list[str]:
+    return [ln["text"] for ln in lines.values() if ln["kind"] == kind and ln["node"] == node]
+
+
+@real
+def test_hw_truncation_loss_story(scenario_runs: dict[str, RunResult],
+                                  reports: dict[str, str]) -> None:
+    """B truncates m1 away by the 0.10 HW rule, then is elected without it; A drops
+    the last copy when it follows B. A ghost row shows offset 1 as each held it."""
+    run, report = scenario_runs["kip101-hw-truncation-loss"], reports[
+        "kip101-hw-truncation-loss"]
+    m1 = json.loads((run.run_dir / "run.json").read_text())["labels"]["m1"][0]
+    lines = story_lines(report)
+    (b_trunc,) = line_of(lines, "truncate", "B")
+    assert "B restarts and follows A (epoch 0); it truncates to its HW checkpoint 1 " \
+           f"(rule: hw), removing offset 1 = value {m1} (m1, epoch 0)" in b_trunc
+    (elected,) = line_of(lines, "election", "B")
+    assert elected.startswith("The controller elects B leader of epoch 1 (clean, ISR B)")
+    assert f"it lacks value {m1} (m1) at offset 1" in elected
+    (a_trunc,) = line_of(lines, "truncate", "A")
+    assert f"the last copy of value {m1} (m1)" in a_trunc
+    ghost = re.search(r'<tr class="ghost" data-offset="1">(.*?)</tr>', report, flags=re.S)
+    assert ghost is not None
+    cells = [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", ghost.group(1), flags=re.S)]
+    assert cells[0] == "1" and cells[1] == str(m1)  # offset, acknowledged value
+    for cell in cells[2:4]:  # A and B held m1 in epoch 0 until they truncated it
+        assert cell.startswith(f"e0 · {m1}") and "truncated" in cell and "rule hw" in cell
+    assert cells[4] == "— (no replica holds it)"
+
+
+@real
+def test_power_loss_story(scenario_runs: dict[str, RunResult],
+                          reports: dict[str, str]) -> None:
+    run, report = scenario_runs["kip101-power-loss-divergence"], reports[
+        "kip101-power-loss-divergence"]
+    labels = json.loads((run.run_dir / "run.json").read_text())["labels"]
+    lines = story_lines(report)
+    (pc,) = line_of(lines, "power-cycle", "B")
+    assert "Power-cycle of B" in pc and f"without offset 1 = value {labels['m1'][0]} (m1)" in pc
+    (elected,) = line_of(lines, "election", "B")
+    assert "elects B leader of epoch 1" in elected
+    assert any(f"acknowledges value {labels['m2'][0]} (m2) at offset 1" in ln["text"]
+               and "where A" in ln["text"] for ln in lines.values() if ln["kind"] == "ack")
+    (kept,) = line_of(lines, "truncate", "A")
+    assert "its HW checkpoint 2 (rule: hw), removing nothing" in kept
+    assert f"It keeps value {labels['m1'][0]} (m1, epoch 0) at offset 1, where B holds " \
+           f"value {labels['m2'][0]} (m2, epoch 1)" in kept
+
+
+@real
+def test_unclean_divergence_story(reports: dict[str, str]) -> None:
+    lines = story_lines(reports["kip279-unclean-divergence"])
+    elections = [ln["text"] for ln in lines.values() if ln["kind"] == "election"]
+    assert elections and all("unclean" in e for e in elections)
+    faults = [ln["text"] for ln in lines.values() if ln["kind"] == "fault"]
+    assert any("stopped (controlled shutdown)" in f and "never gets it" in f for f in faults)
+    (kept,) = line_of(lines, "truncate", "B")
+    assert "removing nothing. It keeps" in kept
+
+
+# -- the story's rules on hand-made runs (no Spark) ------------------------------------
+
+
+def test_every_truncation_rule_has_words() -> None:
+    assert set(story.RULES) == set(TRUNCATION_RULES)
+
+
+def _run(events: list[dict], history: list[dict], anomalies: list[dict],
+         logs: dict | None = None) -> RunData:
+    return RunData(Path("."), {"protocol": "0.10", "labels": {}}, {"found": {}}, anomalies,
+                   logs or {}, {}, history, events, {})
+
+
+def test_lost_write_without_new_truncate_fields() -> None:
+    """Events written before truncate events listed their records: the story still
+    names the truncation (by its reason) and the election."""
+    ev = [
+        {"time": 10, "node": "controller", "type": "leader-elected", "topic": "t",
+         "partition": 0, "leader": "A", "leader_epoch": 0, "isr": ["A", "B"]},
+        {"time": 30, "node": "B", "type": "became-follower", "topic": "t", "partition": 0,
+         "leader_epoch": 0, "leader": "A", "leo": 3, "hw": 1},
+        {"time": 31, "node": "B", "type": "truncate", "topic": "t", "partition": 0,
+         "leader_epoch": 0, "from": 3, "to": 1, "reason": "high-watermark"},
+        {"time": 50, "node": "controller", "type": "leader-elected", "topic": "t",
+         "partition": 0, "leader": "B", "leader_epoch": 1, "isr": ["B"]},
+        {"time": 51, "node": "B", "type": "became-leader", "topic": "t", "partition": 0,
+         "leader_epoch": 1, "leo": 1, "hw": 1, "isr": ["B"]},
+    ]
+    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
+            {"index": 1, "time": 21, "process": 0, "type": "ok", "f": "send", "topic": "t",
+             "partition": 0, "value": 7, "offset": 2, "acks": "all", "node": "A"}]
+    lost = {"kind": "lost-write", "topic": "t", "partition": 0, "witness": {
+        "topic": "t", "partition": 0, "value": 7, "acked_offset": 2, "op": {"index": 1},
+        "held_by": []}}
+    st, _ = story.build(_run(ev, hist, [lost]))
+    (c,) = st.causes
+    assert [s.line.kind for s in c.steps] == ["ack", "truncate", "election"]
+    assert st.lines[1].text == ("B follows A (epoch 0); it truncates to its HW 1 (rule: hw), "
+                                "removing offsets 1–2.")
+    assert "B's log ends at offset 1: it lacks value 7 at offset 2" in st.lines[2].text
