@@ -480,30 +480,41 @@ def clean_leftovers(
     cache, not a leftover."""
     own = client is None
     client = client or docker_client()
-    label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
-    filters = {"label": label}
+    filters = _run_filter(run_id)
     removed = {"containers": 0, "networks": 0, "volumes": 0}
     errors: list[str] = []
     try:
-        for kind, items, remove in (
-            ("containers", client.containers.list(all=True, filters=filters), _remove_container),
-            ("networks", client.networks.list(filters=filters), lambda n: n.remove()),
-            ("volumes", client.volumes.list(filters=filters), lambda v: v.remove(force=True)),
-        ):
-            for item in items:
-                try:
-                    remove(item)
-                    removed[kind] += 1
-                except docker.errors.NotFound:
-                    pass
-                except docker.errors.APIError as e:
-                    errors.append(f"{kind[:-1]} {item.name}: {e}")
+        for kind, item, remove in _run_objects(client, filters):
+            try:
+                remove(item)
+                removed[kind] += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                errors.append(f"{kind[:-1]} {item.name}: {e}")
     finally:
         if own:
             client.close()
     if errors:
         raise DockerImageError(f"could not remove {len(errors)} isrlab objects: {errors[0]}")
     return removed
+
+
+def _run_filter(run_id: str | None) -> dict[str, str]:
+    return {"label": LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"}
+
+
+def _run_objects(client: docker.client.DockerClient, filters: dict[str, str]) -> Iterator[
+        tuple[str, Any, Callable[[Any], None]]]:
+    """(kind, object, how to remove it) for every labelled object: containers first,
+    since a network or volume in use cannot be removed."""
+    for kind, items, remove in (
+        ("containers", client.containers.list(all=True, filters=filters), _remove_container),
+        ("networks", client.networks.list(filters=filters), lambda n: n.remove()),
+        ("volumes", client.volumes.list(filters=filters), lambda v: v.remove(force=True)),
+    ):
+        for item in items:
+            yield kind, item, remove
 
 
 @dataclass
@@ -546,42 +557,36 @@ def sweep_leftovers(
     removals that failed (each "container NAME: message")."""
     own = client is None
     client = client or docker_client()
-    filters = {"label": LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"}
+    filters = _run_filter(run_id)
     runs: dict[tuple[str, bool, str], RunSweep] = {}
     errors: list[str] = []
     try:
-        # Containers first: a network or volume in use cannot be removed.
-        for kind, items, remove in (
-            ("containers", client.containers.list(all=True, filters=filters), _remove_container),
-            ("networks", client.networks.list(filters=filters), lambda n: n.remove()),
-            ("volumes", client.volumes.list(filters=filters), lambda v: v.remove(force=True)),
-        ):
-            for item in items:
-                labels = _labels(item)
-                liveness, why = liveness_of(labels)
-                gone = force or liveness is Liveness.GONE
-                if force and liveness is not Liveness.GONE:
-                    why = f"--force, although {why}"
-                elif liveness is Liveness.UNKNOWN:
-                    why = f"{why}; --force removes it"
-                run = labels.get(LABEL_RUN, "?")
-                awaiting = None if force or not gone else _awaiting_collect(labels)
-                if awaiting is not None and kind == "volumes":
-                    gone, why = False, f"its run directory {awaiting} has no replicas yet"
-                entry = runs.setdefault((run, gone, why), RunSweep(run, gone, why))
-                if not gone:
-                    entry.counts[kind] += 1
-                    entry.awaiting_collect = awaiting
-                    continue
-                if awaiting is not None and kind == "containers":
-                    _save_log(item, Path(awaiting))
-                try:
-                    remove(item)
-                    entry.counts[kind] += 1
-                except docker.errors.NotFound:
-                    pass  # gone meanwhile (its own teardown)
-                except docker.errors.APIError as e:
-                    errors.append(f"{kind[:-1]} {item.name}: {one_line(e)}")
+        for kind, item, remove in _run_objects(client, filters):
+            labels = _labels(item)
+            liveness, why = liveness_of(labels)
+            gone = force or liveness is Liveness.GONE
+            if force and liveness is not Liveness.GONE:
+                why = f"--force, although {why}"
+            elif liveness is Liveness.UNKNOWN:
+                why = f"{why}; --force removes it"
+            run = labels.get(LABEL_RUN, "?")
+            awaiting = None if force or not gone else _awaiting_collect(labels)
+            if awaiting is not None and kind == "volumes":
+                gone, why = False, f"its run directory {awaiting} has no replicas yet"
+            entry = runs.setdefault((run, gone, why), RunSweep(run, gone, why))
+            if not gone:
+                entry.counts[kind] += 1
+                entry.awaiting_collect = awaiting
+                continue
+            if awaiting is not None and kind == "containers":
+                _save_log(item, Path(awaiting))
+            try:
+                remove(item)
+                entry.counts[kind] += 1
+            except docker.errors.NotFound:
+                pass  # gone meanwhile (its own teardown)
+            except docker.errors.APIError as e:
+                errors.append(f"{kind[:-1]} {item.name}: {one_line(e)}")
     finally:
         if own:
             client.close()
