@@ -139,6 +139,19 @@ def _grid_x(sc: Scale, y0: float, y1: float) -> list[str]:
             for t in _ticks(sc.t1)]
 
 
+def _plot_area(sc: Scale, y0: float, y1: float) -> list[str]:
+    """A chart's background and its vertical time grid."""
+    return [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
+            'class="plotbg"/>', *_grid_x(sc, y0, y1)]
+
+
+def _y_tick(y: float, label: str) -> str:
+    """A horizontal grid line at `y` with its label left of the axis."""
+    return (f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
+            f'{escape(label)}</text>')
+
+
 def _title(text: str) -> str:
     return f"<title>{escape(text)}</title>"
 
@@ -329,15 +342,11 @@ def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list
     lats = [max((o["end"] - o["start"]) * 1e3, 1e-3) for o in ops]
     lo = 10 ** math.floor(math.log10(min(lats)))
     hi = 10 ** math.ceil(math.log10(max(lats) * 1.01))
-    body = [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
-            'class="plotbg"/>']
-    body += _grid_x(sc, y0, y1)
+    body = _plot_area(sc, y0, y1)
     d = lo
     while d <= hi * 1.0001:
         y = _y_log(d, lo, hi, y0, y1)
-        body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
-                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
-                    f'{fmt_seconds(d / 1e3)}</text>')
+        body.append(_y_tick(y, fmt_seconds(d / 1e3)))
         d *= 10
     body.append(f'<text x="14" y="{(y0 + y1) / 2}" class="tick" transform="rotate(-90 14 '
                 f'{(y0 + y1) / 2})" text-anchor="middle">latency (log)</text>')
@@ -379,14 +388,10 @@ def throughput(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: l
         if any(counts):
             series[typ] = [c / width for c in counts]
     top = max((max(v) for v in series.values()), default=1.0) or 1.0
-    body = [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
-            'class="plotbg"/>']
-    body += _grid_x(sc, y0, y1)
+    body = _plot_area(sc, y0, y1)
     for v in _int_ticks(top):
         y = y1 - v / top * (y1 - y0)
-        body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
-                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
-                    f'{v:g}/s</text>')
+        body.append(_y_tick(y, f"{v:g}/s"))
     for typ, vals in series.items():
         pts = []
         for b, v in enumerate(vals):
@@ -456,14 +461,10 @@ def replica_progress(facts: Facts, sc: Scale, part: str, nodes: list[str],
     y0, y1 = 22, 200
     top_off = max([v for pts in series.values() for _, v in pts] + [1])
     top_isr = max([n for _, n in isr] + [1])
-    body = [f'<rect x="{LEFT}" y="{y0}" width="{sc.width:.1f}" height="{y1 - y0}" '
-            'class="plotbg"/>']
-    body += _grid_x(sc, y0, y1)
+    body = _plot_area(sc, y0, y1)
     for v in _int_ticks(top_off):
         y = y1 - v / top_off * (y1 - y0)
-        body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" class="gl"/>'
-                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
-                    f'{v:g}</text>')
+        body.append(_y_tick(y, f"{v:g}"))
     body.append(f'<text x="14" y="{(y0 + y1) / 2}" class="tick" transform="rotate(-90 14 '
                 f'{(y0 + y1) / 2})" text-anchor="middle">offset</text>')
     if isr:
