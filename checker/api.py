@@ -3,6 +3,10 @@
 All runs given (or found under the given trees) are checked together: each input
 file type is read by one Spark scan and every anomaly kind is one DataFrame
 query over all runs, so a night of hundreds of runs costs a handful of jobs.
+
+A malformed run (a RunDirError: bad run.json or state.json, a missing file, a bad
+line in a history, log or events file) does not stop the batch: it is set aside
+with the verdict ``error`` and its message, and the others are checked.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker import figures
@@ -31,6 +35,7 @@ from checker.anomalies import (
 )
 from checker.anomalies.observations import consumer_steps
 from checker.context import CheckContext, Known
+from checker.errors import RunDirError
 from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epochs
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
@@ -38,9 +43,10 @@ from checker.output import write_check
 from checker.results import write_results
 from checker.rundir import RunDir, discover, read_rundir
 from checker.sends import send_ops
-from checker.spark import get_session, release, shuffle_partitions
+from checker.spark import check_master, get_session, release, shuffle_partitions
 from checker.sparse import sparse_rows, uneven_sources
-from checker.verdict import decide
+from checker.verdict import ERROR, EXIT_CODES, decide
+from contract import RUN_JSON, UNFINISHED
 
 __all__ = ["RunResult", "check_runs", "write_junit"]
 
@@ -61,6 +67,10 @@ class RunResult:
     unexpected: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None  # run.json's (contract.RUN_STATUSES)
+    # Expected kinds an unfinished run's prefix did not show: not judged.
+    unjudged: list[str] = field(default_factory=list)
+    error: RunDirError | None = None  # why the run could not be checked (verdict error)
 
 
 def _detect_all(ctx: CheckContext) -> DataFrame:
@@ -75,8 +85,16 @@ def _detect_all(ctx: CheckContext) -> DataFrame:
     )
 
 
-def _notes(rd: RunDir, sources: list[dict[str, Any]]) -> list[str]:
+def _notes(rd: RunDir, sources: list[dict[str, Any]], unjudged: list[str]) -> list[str]:
     notes = []
+    if rd.status in UNFINISHED:
+        notes.append(
+            f"run.json: the run did not finish (status {rd.status}"
+            + (f": {' '.join(str(rd.meta['error']).split())}" if rd.meta.get("error") else "")
+            + "); the recorded prefix was checked"
+            + (f", and {', '.join(unjudged)}, expected but not seen in it, not judged"
+               if unjudged else "")
+        )
     for s in sources:
         tp = f"{s['topic']}/{s['partition']}"
         if s["source"] == "none":
@@ -123,19 +141,21 @@ def _result(
                 "explanation": BY_NAME[r.kind].explain(witness),
             }
         )
-    v = decide(totals, expect, rd.scenario)
+    v = decide(totals, expect, rd.scenario, rd.status)
     summary = {
         "run_id": rd.run_id,
         "run_dir": str(rd.path),
         "scenario": rd.scenario,
         "protocol": rd.protocol,
         "seed": rd.meta.get("seed"),
+        "status": rd.status,
         "verdict": v.verdict,
         "exit_code": v.exit_code,
         "expected": expect,
         "found": totals,
         "unexpected": v.unexpected,
         "missing": v.missing,
+        "unjudged": v.unjudged,
         "anomaly_count": sum(totals.values()),
         "anomalies_listed": len(anomalies),
         "kinds_checked": [k.name for k in REGISTRY],
@@ -143,7 +163,7 @@ def _result(
         "final_log_fallback": any(s["source"] != FINAL_READ for s in sources),
         "truncated": [t.as_dict() for t in rd.truncations],
         "figures": figs,
-        "notes": _notes(rd, sources),
+        "notes": _notes(rd, sources, v.unjudged),
         "checked_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "checker": {"spark": spark_version, "master": master},
     }
@@ -160,6 +180,60 @@ def _result(
         unexpected=v.unexpected,
         missing=v.missing,
         summary=summary,
+        status=rd.status,
+        unjudged=v.unjudged,
+    )
+
+
+def _lenient_meta(path: Path) -> dict[str, Any]:
+    """run.json as far as it can be read (for naming a run that cannot be checked)."""
+    try:
+        meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _error_result(path: Path, err: RunDirError, meta: dict[str, Any]) -> RunResult:
+    """The result of a run set aside as malformed: verdict ``error``, its
+    check/summary.json saying why (and no anomalies), so that no earlier result
+    stands for it."""
+    def text(key: str) -> str | None:
+        v = meta.get(key)
+        return v if isinstance(v, str) else None
+
+    expect = meta.get("expect")
+    expect = [k for k in expect if isinstance(k, str)] if isinstance(expect, list) else []
+    run_id = text("run_id") or path.name
+    summary = {
+        "run_id": run_id,
+        "run_dir": str(path),
+        "scenario": text("scenario"),
+        "protocol": text("protocol"),
+        "seed": meta.get("seed"),
+        "status": text("status"),
+        "verdict": ERROR,
+        "exit_code": EXIT_CODES[ERROR],
+        "error": str(err),
+        "error_file": err.file,
+        "error_line": err.line,
+        "expected": expect,
+        "found": {},
+        "unexpected": [],
+        "missing": [],
+        "unjudged": [],
+        "anomaly_count": 0,
+        "anomalies_listed": 0,
+        "truncated": [],
+        "figures": {},
+        "notes": [str(err)],
+        "checked_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    write_check(path, [], summary)
+    return RunResult(
+        run_id=run_id, run_dir=path, verdict=ERROR, anomalies=[], expected=expect,
+        exit_code=EXIT_CODES[ERROR], scenario=summary["scenario"],
+        protocol=summary["protocol"], summary=summary, status=summary["status"], error=err,
     )
 
 
@@ -173,21 +247,74 @@ def check_runs(
     """Check every run directory in ``paths`` (run dirs or trees of them).
 
     Writes ``check/anomalies.json`` and ``check/summary.json`` in each run and
-    returns one RunResult per run, in path order. Raises checker.errors.RunDirError
-    (exit 2) for a run that cannot be read; nothing is written in that case.
-    With ``results_table``, the batch's results are also appended to that Parquet
-    table (checker.results). ``prune`` forces the digest comparison of
-    checker.scope on (True) or off (False); by default the size decides.
+    returns one RunResult per run, in path order. A run that cannot be read (a
+    checker.errors.RunDirError: naming run, file and line) gets the verdict
+    ``error`` with that error (RunResult.error) and the others are checked;
+    RunDirError is raised only for a path that holds no run at all, and
+    SparkMasterError for a master that is malformed or does not answer (before
+    any run is read). With ``results_table``, the batch's results are also
+    appended to that Parquet table (checker.results). ``prune`` forces the digest
+    comparison of checker.scope on (True) or off (False); by default the size
+    decides.
     """
     say = progress or (lambda _msg: None)
     run_paths = discover([Path(p) for p in paths])
-    runs = {rd.key: rd for rd in (read_rundir(p) for p in run_paths)}
-    if not runs:
+    if not run_paths:
         return []
+    check_master(master)  # at once, not after reading a night of runs
+    runs: dict[str, RunDir] = {}
+    bad: dict[str, RunDirError] = {}
+    for p in run_paths:
+        try:
+            rd = read_rundir(p)
+        except RunDirError as e:
+            bad[str(p)] = e
+            continue
+        runs[rd.key] = rd
+    spark: SparkSession | None = None
+    job = _Job()
+    if runs:
+        spark, job = _check(runs, master, say, prune)
+        bad.update(job.bad)
+    say("writing results")
+    results = []
+    for p in run_paths:
+        key = str(p)
+        if key in bad:
+            meta = runs[key].meta if key in runs else _lenient_meta(p)
+            results.append(_error_result(p, bad[key], meta))
+        else:
+            assert spark is not None
+            results.append(_result(runs[key], job.found[key], job.sources[key],
+                                   job.figures.get(key, {}), spark.sparkContext.master,
+                                   spark.version))
+    if results_table is not None:
+        say(f"appending results to {results_table}")
+        write_results(spark or get_session(master), results, Path(results_table))
+    return results
+
+
+@dataclass
+class _Job:
+    """What the Spark job found, per run key: anomaly rows, final-log sources,
+    figures; and the runs it set aside for a bad line (checker.load)."""
+
+    found: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    sources: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    figures: dict[str, Any] = field(default_factory=dict)
+    bad: dict[str, RunDirError] = field(default_factory=dict)
+
+
+def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], None],
+           prune: bool | None) -> tuple[SparkSession, _Job]:
+    """The one Spark job over every readable run."""
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
     try:
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
+        if len(inputs.bad) == len(runs):
+            return spark, _Job(bad=inputs.bad)
+        good = {k: rd for k, rd in runs.items() if k not in inputs.bad}
         say("summarising polls, faults and failed sends")
         sparse = sparse_rows(spark, inputs.history, uneven_sources(facts.digests))
         windows = figures.faults(sparse)
@@ -200,7 +327,7 @@ def check_runs(
         known = Known(spark, sparse, sends, steps, final)
         sc = scope_mod.scope(spark, inputs, facts, final, BY_VALUE, needed_values(known),
                              needed_final_ranges(known), prune,
-                             sum(rd.history_bytes for rd in runs.values()))
+                             sum(rd.history_bytes for rd in good.values()))
         if sc.pruned:
             say(f"digests: {sc.suspect:,} of {sc.buckets:,} offset buckets need a "
                 "record-by-record check")
@@ -221,21 +348,11 @@ def check_runs(
     finally:
         release(spark)
     key_of = inputs.run_keys
-    by_run: dict[str, list[Any]] = defaultdict(list)
+    job = _Job(bad=inputs.bad)
     for r in found:
-        by_run[key_of[r.run]].append(r)
-    src_by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        job.found[key_of[r.run]].append(r)
     for s in final.sources:
         d = dict(s)
-        src_by_run[key_of[d.pop("run")]].append(d)
-    figs = {key_of[k]: v for k, v in figs.items()}
-    say("writing results")
-    master_used = spark.sparkContext.master
-    results = [
-        _result(rd, by_run[key], src_by_run[key], figs.get(key, {}), master_used, spark.version)
-        for key, rd in runs.items()
-    ]
-    if results_table is not None:
-        say(f"appending results to {results_table}")
-        write_results(spark, results, Path(results_table))
-    return results
+        job.sources[key_of[d.pop("run")]].append(d)
+    job.figures = {key_of[k]: v for k, v in figs.items()}
+    return spark, job

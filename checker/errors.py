@@ -1,7 +1,9 @@
-"""Errors the checker raises for bad run directories.
+"""Errors the checker raises for bad run directories and an unusable Spark master.
 
 The CLI prints ``str(err)`` as one line and exits 2, so every message names the
-run, the file and (when known) the line.
+run, the file and (when known) the line -- or the master. A RunDirError of one run
+of a batch does not stop the batch: check_runs sets that run aside (verdict
+``error``, RunResult.error) and checks the others.
 """
 
 from __future__ import annotations
@@ -43,3 +45,9 @@ class RunDirError(CheckerError):
 
 class JavaNotFoundError(CheckerError):
     """No Java runtime for Spark could be found."""
+
+
+class SparkMasterError(CheckerError):
+    """The Spark master given cannot be used: a malformed URL, an address that does
+    not answer, or a session that failed to start on it. The message names the
+    master (exit 2)."""

@@ -1,7 +1,11 @@
 """JUnit XML for CI servers: one test case per run (name = scenario + protocol).
 
-A run whose verdict is not ``valid`` is a failure; the failure text carries the
-explanation of every unexpected anomaly (or says which expected one is missing).
+A run whose verdict is ``invalid`` or ``not-reproduced`` is a failure; the failure
+text carries the explanation of every unexpected anomaly (or says which expected
+one is missing). A run that could not be judged in full is an error, which CI
+servers show apart from failures: ``incomplete`` (the run did not finish; the
+anomalies its prefix showed are listed) and ``error`` (a malformed run directory,
+not checked; the message names the run, file and line).
 """
 
 from __future__ import annotations
@@ -11,11 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from checker.verdict import ERROR, INCOMPLETE, VALID
+
 if TYPE_CHECKING:
     from checker.api import RunResult
 
 
 def case_name(r: RunResult) -> str:
+    if r.protocol is None:  # a run.json that could not be read: the run is all we know
+        return f"{r.run_id} [?]"
     return f"{r.scenario or 'randomized'} [{r.protocol}]"
 
 
@@ -33,15 +41,32 @@ def _failure_text(r: RunResult) -> tuple[str, str]:
     return msg, "\n\n".join(body + [f"run directory: {r.run_dir}"])
 
 
+def _error_text(r: RunResult) -> tuple[str, str]:
+    if r.verdict == ERROR:
+        msg = f"error: not checked: {r.error or r.summary.get('error')}"
+        return msg, f"{msg}\n\nrun directory: {r.run_dir}"
+    reason = r.summary.get("notes") or []
+    msg = (f"incomplete: the run did not finish (status {r.status}); only the recorded "
+           "prefix was checked")
+    body = [str(n) for n in reason if str(n).startswith("run.json:")]
+    body += [f"{a['kind']} ({a['topic']}/{a['partition']}, expected): {a['explanation']}"
+             for a in r.anomalies]
+    if r.unjudged:
+        body.append(f"Not judged: {', '.join(r.unjudged)}, expected under protocol "
+                    f"{r.protocol}, did not occur in the recorded prefix.")
+    return msg, "\n\n".join(body + [f"run directory: {r.run_dir}"])
+
+
 def write_junit(results: Sequence[RunResult], path: Path) -> Path:
     """Write one <testsuite> with a <testcase> per run to ``path``."""
-    failures = [r for r in results if r.verdict != "valid"]
+    errors = [r for r in results if r.verdict in (INCOMPLETE, ERROR)]
+    failures = [r for r in results if r.verdict not in (VALID, INCOMPLETE, ERROR)]
     suite = ET.Element(
         "testsuite",
         name="isrlab",
         tests=str(len(results)),
         failures=str(len(failures)),
-        errors="0",
+        errors=str(len(errors)),
     )
     for r in results:
         case = ET.SubElement(
@@ -52,7 +77,10 @@ def write_junit(results: Sequence[RunResult], path: Path) -> Path:
             + (", ".join(sorted({a['kind'] for a in r.anomalies})) or "none")
             + f"; expected: {', '.join(r.expected) or 'none'}; dir {r.run_dir}"
         )
-        if r.verdict != "valid":
+        if r.verdict in (INCOMPLETE, ERROR):
+            msg, text = _error_text(r)
+            ET.SubElement(case, "error", message=msg, type=r.verdict).text = text
+        elif r.verdict != VALID:
             msg, text = _failure_text(r)
             ET.SubElement(case, "failure", message=msg, type=r.verdict).text = text
     path = Path(path)

@@ -3,9 +3,11 @@
 Every file of every run is read by one scan per file type; the run a row
 belongs to is derived from the file's path, so a tree of hundreds of runs is one
 scan, not hundreds. Each line is parsed with an explicit schema and checked
-against the format's vocabulary; the first bad line stops the check with a
-RunDirError naming run, file and line. A truncated last line (found by
-checker.rundir) is excluded from the data and reported, not raised.
+against the format's vocabulary; a run with a bad line is set aside with a
+RunDirError naming run, file and line (its first bad line: Inputs.bad) and its
+rows are dropped, so the rest of the batch is checked as if it had not been
+given. A truncated last line (found by checker.rundir) is excluded from the data
+and reported, not an error.
 
 Each input is parsed once and kept (a local checkpoint: typed rows in memory,
 spilling to disk) for the queries that read it. The first of them,
@@ -20,12 +22,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
 from urllib.parse import unquote
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker import schemas
@@ -34,8 +36,6 @@ from checker.facts import LOG_FIELDS, Facts, bad_record, collect_facts
 from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
 from checker.spark import keep
 from contract import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
-
-_MAX_BAD = 50
 
 
 @dataclass
@@ -47,6 +47,9 @@ class Inputs:
     states: DataFrame  # run, broker, topic, partition, role, leader, leader_epoch, leo, hw, ...
     events: DataFrame | None  # run, time, node, type, ..., raw
     run_keys: dict[str, str]  # run (URI, as in the DataFrames) -> RunDir key
+    # RunDir key -> the first bad line of a run set aside (its rows are not in the
+    # DataFrames above). Every run given, when none is left to check.
+    bad: dict[str, RunDirError] = field(default_factory=dict)
 
 
 def uri_to_path(uri: str) -> str:
@@ -144,16 +147,23 @@ def _describe_corrupt(raw: str, kind: str) -> str:
     return f"a field has the wrong type: {raw[:80]!r}"
 
 
-def _raise_first_bad(parsed: DataFrame, runs: dict[str, RunDir], kind: str) -> None:
-    """Raise for the first bad line that is not a known truncated last line."""
+def _first_bad(parsed: DataFrame, runs: dict[str, RunDir], kind: str
+               ) -> dict[str, tuple[str, RunDirError]]:
+    """Each run's first bad line that is not its file's known truncated last line:
+    RunDir key -> (the run's URI in the DataFrames, the RunDirError naming it).
+    A file's first two bad lines are looked at (in file order, as Spark reads a
+    file's splits), enough to see past a truncated last line."""
+    order = Window.partitionBy("run", "file").orderBy("pos")
     bad = (
-        parsed.filter(F.col("problem").isNotNull())
-        .select("run", "file", "raw", "problem")
-        .limit(_MAX_BAD)
+        parsed.withColumn("pos", F.monotonically_increasing_id())
+        .filter(F.col("problem").isNotNull())
+        .withColumn("nth", F.row_number().over(order))
+        .filter(F.col("nth") <= 2)
+        .select("run", "file", "raw", "problem", "pos")
         .collect()
     )
-    errors = []
-    for row in bad:
+    first: dict[str, tuple[str, str, Any]] = {}
+    for row in sorted(bad, key=lambda r: (r.run, r.file, r.pos)):
         rd = runs.get(uri_to_path(row.run))
         if rd is None:  # the path mapping failed: a bug, not bad input
             raise RuntimeError(f"checker: file {row.file} maps to no known run")
@@ -161,13 +171,14 @@ def _raise_first_bad(parsed: DataFrame, runs: dict[str, RunDir], kind: str) -> N
         t = rd.truncation_for(rel)
         if t is not None and t.text == row.raw:
             continue
-        errors.append((rd, rel, row))
-    if not errors:
-        return
-    errors.sort(key=lambda e: (e[0].key, e[1]))
-    rd, rel, row = errors[0]
-    msg = row.problem if row.problem != "corrupt" else _describe_corrupt(row.raw, kind)
-    raise RunDirError(rd.path, rel, msg, find_line(rd.path, rel, row.raw))
+        if rd.key not in first or rel < first[rd.key][1]:
+            first[rd.key] = (row.run, rel, row)
+    out = {}
+    for key, (uri, rel, row) in first.items():
+        rd = runs[key]
+        msg = row.problem if row.problem != "corrupt" else _describe_corrupt(row.raw, kind)
+        out[key] = (uri, RunDirError(rd.path, rel, msg, find_line(rd.path, rel, row.raw)))
+    return out
 
 
 def _problem(checks: list[tuple[Column, Column | str]]) -> Column:
@@ -249,14 +260,16 @@ def load_history(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
                  lambda: _problem(_history_checks(records=False)), _history_cols(runs))
 
 
-def raise_bad_history(spark: SparkSession, runs: dict[str, RunDir]) -> None:
+def bad_history(spark: SparkSession, runs: dict[str, RunDir]
+                ) -> dict[str, tuple[str, RunDirError]]:
     """Error path: re-read the histories as text with every check (poll records
-    too) and raise for the first bad line that is not a known truncated last line."""
+    too); each run's first bad line that is not a known truncated last line
+    (_first_bad)."""
     paths = [str(rd.path / HISTORY) for rd in runs.values()]
     slow = _read_lines(spark, paths, schemas.HISTORY).withColumn(
         "problem", _problem(_history_checks(records=True))
     )
-    _raise_first_bad(slow.withColumn("run", _history_cols(runs)[0]), runs, "history")
+    return _first_bad(slow.withColumn("run", _history_cols(runs)[0]), runs, "history")
 
 
 def _log_paths(runs: dict[str, RunDir]) -> list[str]:
@@ -310,16 +323,19 @@ def load_logs(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame:
     return _keep_lines(reduce(DataFrame.unionByName, parts), runs)
 
 
-def raise_bad_logs(spark: SparkSession, runs: dict[str, RunDir]) -> None:
-    """Error path: as raise_bad_history, for the replica logs."""
+def bad_logs(spark: SparkSession, runs: dict[str, RunDir]
+             ) -> dict[str, tuple[str, RunDirError]]:
+    """Error path: as bad_history, for the replica logs."""
     slow = _read_lines(spark, _log_paths(runs), schemas.LOG).withColumn("problem", _log_problem())
-    _raise_first_bad(slow.withColumn("run", _log_cols(runs)[0]), runs, "log")
+    return _first_bad(slow.withColumn("run", _log_cols(runs)[0]), runs, "log")
 
 
-def load_events(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame | None:
+def load_events(spark: SparkSession, runs: dict[str, RunDir]
+                ) -> tuple[DataFrame | None, dict[str, tuple[str, RunDirError]]]:
+    """Every event line (kept, with its raw text) and each run's first bad line."""
     paths = [str(rd.path / EVENTS) for rd in runs.values() if rd.has_events]
     if not paths:
-        return None
+        return None, {}
     j = F.col("j")
     cols = [f.name for f in schemas.EVENTS.fields if f.name != schemas.CORRUPT]
     # The report lists events verbatim, so every event keeps its line (events are
@@ -335,16 +351,20 @@ def load_events(spark: SparkSession, runs: dict[str, RunDir]) -> DataFrame | Non
     ).withColumn("run", _run_uri(runs, F.lit("/" + EVENTS)))
     kept = parsed.select("run", *[j[c].alias(c) for c in cols], "raw", "file", "problem")
     kept = keep(kept)
-    _raise_first_bad(kept, runs, "events")
-    return kept.filter(F.col("problem").isNull()).drop("problem", "file")
+    # Events are few: one look for any bad line, the per-run query only if there is.
+    any_bad = kept.filter(F.col("problem").isNotNull()).limit(1).collect()
+    bad = _first_bad(kept, runs, "events") if any_bad else {}
+    return kept.filter(F.col("problem").isNull()).drop("problem", "file"), bad
 
 
-def _run_keys(runs: dict[str, RunDir], seen: set[str], history: DataFrame) -> dict[str, str]:
+def _run_keys(runs: dict[str, RunDir], seen: set[str], history: DataFrame, single: bool
+              ) -> dict[str, str]:
     """Map each run's URI (as Spark names it; ``seen``: those the facts name) to its
-    RunDir key. A single run's rows already carry its key (_run_uri). When a run
-    has no facts (no acks, polls or logs), the history is scanned for its URI;
-    a run with no lines at all stands in with its key."""
-    if len(runs) == 1:
+    RunDir key. A single run's rows (``single``: it was loaded alone) already carry
+    its key (_run_uri). When a run has no facts (no acks, polls or logs), the
+    history is scanned for its URI; a run with no lines at all stands in with its
+    key."""
+    if single:
         return {k: k for k in runs}
     if len(seen) < len(runs):
         seen = seen | {r.run for r in history.select("run").distinct().collect()}
@@ -366,6 +386,11 @@ def load_states(spark: SparkSession, runs: dict[str, RunDir], uri_of: dict[str, 
     return spark.createDataFrame(rows, schemas.STATES)
 
 
+def _without(df: DataFrame | None, uris: set[str]) -> DataFrame | None:
+    """df without the rows of the runs ``uris`` name."""
+    return df if df is None or not uris else df.filter(~F.col("run").isin(sorted(uris)))
+
+
 def load_inputs(
     spark: SparkSession,
     runs: dict[str, RunDir],
@@ -375,19 +400,32 @@ def load_inputs(
 ) -> tuple[Inputs, Facts]:
     """Parse, keep and validate every input, collecting checker.facts on the way
     (``bits``: the digests' bucket size; ``fields``: the record fields they hash).
-    Raises RunDirError for a bad line."""
+    A run with a bad line is set aside (Inputs.bad) and its rows and facts left
+    out; when every run is, the Inputs hold no rows to check."""
     size = sum(rd.history_bytes for rd in runs.values())
     progress(f"reading {len(runs)} run(s): {size / 1e6:,.0f} MB of history and the replica logs")
     history, logs = load_history(spark, runs), load_logs(spark, runs)
     facts = collect_facts(history, logs, bits, fields)
-    # A truncated last line is a problem line too: the slow paths raise only for
-    # the others.
+    # A truncated last line is a problem line too: the slow paths report only the
+    # others. A run's history is looked at first, then its logs, then its events.
+    bad: dict[str, tuple[str, RunDirError]] = {}
     if facts.bad_history:
-        raise_bad_history(spark, runs)
+        bad.update(bad_history(spark, runs))
     if facts.bad_logs:
-        raise_bad_logs(spark, runs)
-    history, logs = good_lines(history), good_lines(logs)
-    events = load_events(spark, runs)
-    keys = _run_keys(runs, facts.runs, history)
+        bad.update({k: v for k, v in bad_logs(spark, runs).items() if k not in bad})
+    events, bad_events = load_events(spark, runs)
+    bad.update({k: v for k, v in bad_events.items() if k not in bad})
+    errors = {k: e for k, (_, e) in bad.items()}
+    good = {k: rd for k, rd in runs.items() if k not in bad}
+    if not good:
+        return Inputs(history, logs, load_states(spark, {}, {}), None, {}, errors), facts
+    uris = {u for u, _ in bad.values()}
+    history, logs = _without(good_lines(history), uris), _without(good_lines(logs), uris)
+    events = _without(events, uris)
+    if uris:
+        facts = replace(facts, digests=[d for d in facts.digests if d.run not in uris],
+                        runs=facts.runs - uris)
+    keys = _run_keys(good, facts.runs, history, single=len(runs) == 1)
     uri_of = {k: u for u, k in keys.items()}
-    return Inputs(history, logs, load_states(spark, runs, uri_of), events, keys), facts
+    return (Inputs(history, logs, load_states(spark, good, uri_of), events, keys, errors),
+            facts)

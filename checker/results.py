@@ -1,9 +1,13 @@
 """The Parquet table of check results, appended to by every batch (trend pages).
 
 Two datasets under the table directory:
-  runs/       one row per checked run (verdict, counts per anomaly kind, config)
+  runs/       one row per checked run (verdict, counts per anomaly kind, config; the
+              run.json status, and for a run set aside as malformed (verdict
+              error) its message)
   anomalies/  one row per listed anomaly (kind, partition, witness JSON, explanation)
 Both are partitioned by ``check_date`` so a night's batch is one partition.
+``status`` and ``error`` came later than the other columns of ``runs``: read a
+table older than them with ``mergeSchema``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ RUNS = T.StructType(
         T.StructField("missing", T.ArrayType(T.StringType())),
         *[T.StructField(k.replace("-", "_"), T.LongType()) for k in ANOMALY_KINDS],
         T.StructField("ops", T.LongType()),
+        T.StructField("status", T.StringType()),
+        T.StructField("error", T.StringType()),
         T.StructField("checked_at", T.StringType()),
         T.StructField("check_date", T.StringType()),
     ]
@@ -76,6 +82,8 @@ def write_results(spark: SparkSession, results: Sequence[RunResult], table: Path
                 r.missing,
                 *[int(found.get(k, 0)) for k in ANOMALY_KINDS],
                 (s.get("figures") or {}).get("ops"),
+                r.status,
+                None if r.error is None else str(r.error),
                 s.get("checked_at"),
                 date,
             )

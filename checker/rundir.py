@@ -23,6 +23,7 @@ from contract import (
     REPLICAS,
     ROLES,
     RUN_JSON,
+    RUN_STATUSES,
     STATE,
 )
 
@@ -73,6 +74,12 @@ class RunDir:
     @property
     def protocol(self) -> str:
         return str(self.meta.get("protocol"))
+
+    @property
+    def status(self) -> str | None:
+        """run.json ``status`` (contract.RUN_STATUSES; None if absent, as in a
+        synthetic run)."""
+        return self.meta.get("status")
 
     @property
     def history_bytes(self) -> int:
@@ -149,6 +156,9 @@ def _validate_meta(run: Path, meta: Any, text: str) -> dict[str, Any]:
     scenario = meta.get("scenario")
     if scenario is not None and not isinstance(scenario, str):
         raise bad("scenario", "must be a name or null")
+    status = meta.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        raise bad("status", f"unknown run status {status!r} (known: {', '.join(RUN_STATUSES)})")
     return meta
 
 

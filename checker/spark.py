@@ -4,12 +4,20 @@ Fast, quiet start: ``local[2]`` by default, no UI, two shuffle partitions per
 local core (Spark's own on a cluster), no console progress bar, and a log4j
 configuration at WARN-for-Spark/ERROR-for-noise handed to the driver JVM so its
 start-up chatter does not reach the user.
+
+The master is checked before any JVM starts (check_master): a malformed URL is
+refused, and a cluster's address (``spark://HOST:PORT``, a Spark Connect
+``sc://HOST[:PORT]``) must accept a TCP connection within PROBE_TIMEOUT_S --
+otherwise Spark's standalone client retries for over a minute and fails with a
+Py4J traceback that never names the URL. A session that still fails to start
+is one line naming the master, and leaves no JVM behind.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import tempfile
 import threading
 import warnings
@@ -20,9 +28,19 @@ from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 
+from checker.errors import SparkMasterError
 from checker.java import ensure_java
 
 DEFAULT_MASTER = "local[2]"
+PROBE_TIMEOUT_S = 3.0
+CONNECT_DEFAULT_PORT = 15002  # Spark Connect's
+
+_LOCAL = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]")
+# host: a name, an IPv4 address or an IPv6 one in brackets; the port is required.
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})")
+_CONNECT = re.compile(r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:(?P<port>\d{1,5}))?"
+                      r"(/.*)?")
+_USAGE = "give local[N], spark://HOST:PORT, sc://HOST[:PORT], yarn or k8s://URL"
 
 _LOG4J = """\
 rootLogger.level = error
@@ -78,17 +96,146 @@ def local_parallelism(master: str) -> int | None:
     return 2 * ((os.cpu_count() or 1) if cores == "*" else int(cores))
 
 
+def master_url(master: str | None = None) -> str:
+    """The master to use: ``master``, else ``ISRLAB_SPARK_MASTER``, else local[2]."""
+    return master or os.environ.get("ISRLAB_SPARK_MASTER") or DEFAULT_MASTER
+
+
+def _addresses(master: str) -> list[tuple[str, int]] | None:
+    """The (host, port) pairs a cluster master URL names (None: nothing to probe,
+    a local master or one Spark resolves itself); SparkMasterError if malformed."""
+    if _LOCAL.fullmatch(master) or master == "yarn":
+        return None
+    if master.startswith("k8s://") and len(master) > len("k8s://"):
+        return None
+    if master.startswith("spark://"):
+        # A standalone cluster with standby masters lists them all: spark://h1:p1,h2:p2.
+        parts = [_HOST_PORT.fullmatch(x) for x in master[len("spark://"):].split(",")]
+        if all(parts):
+            pairs = [(m["host"].strip("[]"), int(m["port"])) for m in parts if m]
+            if all(1 <= port <= 65535 for _, port in pairs):
+                return pairs
+        raise SparkMasterError(f"malformed Spark master {master!r}: a standalone master is "
+                               "spark://HOST:PORT (port 1..65535)")
+    if master.startswith("sc://"):
+        m = _CONNECT.fullmatch(master)
+        port = int(m["port"]) if m and m["port"] else CONNECT_DEFAULT_PORT
+        if m and 1 <= port <= 65535:
+            return [(m["host"].strip("[]"), port)]
+        raise SparkMasterError(f"malformed Spark master {master!r}: Spark Connect is "
+                               f"sc://HOST[:PORT] (port 1..65535, default {CONNECT_DEFAULT_PORT})")
+    raise SparkMasterError(f"malformed Spark master {master!r}: {_USAGE}")
+
+
+def _unreachable(host: str, port: int) -> str | None:
+    """Why a TCP connection to host:port fails within PROBE_TIMEOUT_S (None: it works)."""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused"
+    except TimeoutError:
+        return f"no answer within {PROBE_TIMEOUT_S:g} s"
+    except socket.gaierror:
+        return f"unknown host {host}"
+    except OSError as e:
+        return (e.strerror or type(e).__name__).lower()
+
+
+def check_master(master: str | None = None) -> str:
+    """Validate the master URL (master_url) and, for a cluster's (spark://, sc://),
+    check that it answers; return it. SparkMasterError (exit 2), naming the master,
+    if not. Spark Connect (sc://) is refused once reachable: the checker needs the
+    classic API (the SparkContext, RDD checkpoints) that a Connect session lacks."""
+    master = master_url(master)
+    pairs = _addresses(master)
+    if pairs is None:
+        return master
+    why = [_unreachable(host, port) for host, port in pairs]
+    if all(why):
+        reason = why[0] if len(why) == 1 else "; ".join(
+            f"{h}:{p} {w}" for (h, p), w in zip(pairs, why, strict=True))
+        raise SparkMasterError(f"cannot reach Spark master {master}: {reason}")
+    if master.startswith("sc://"):
+        raise SparkMasterError(f"Spark master {master}: Spark Connect is not supported by the "
+                               "checker yet; give spark://HOST:PORT or local[N]")
+    return master
+
+
+_JAVA_EXCEPTION = re.compile(r'(?:Exception in thread "[^"]*" )?((?:[\w$]+\.)+[\w$]*'
+                             r'(?:Exception|Error): .*)')
+
+
+def _reason(e: BaseException, driver_log: str = "") -> str:
+    """One line of why the session failed: the Java exception a Py4J error carries
+    (its ": org.apache...: message" line), else the last one the driver JVM wrote
+    to its log before it exited (``driver_log``: what this start appended), else
+    the first line of the message."""
+    try:
+        message = str(e)
+    except Exception:  # noqa: BLE001 - a Py4J error whose JVM is gone
+        message = ""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    java = next((ln[2:] for ln in lines if ln.startswith(": ")), None)
+    causes = [ln.removeprefix("Caused by: ") for ln in lines if ln.startswith("Caused by: ")]
+    if java is not None and causes:  # the root cause says more than a wrapper's message
+        java += f" (caused by {causes[-1]})"
+    if java is None:
+        found = [m.group(1) for m in map(_JAVA_EXCEPTION.fullmatch, driver_log.splitlines())
+                 if m]
+        java = found[-1] if found else None
+    text = java or (lines[0] if lines else type(e).__name__)
+    return " ".join(text.split())[:300]
+
+
+def _log_size() -> int:
+    try:
+        return os.path.getsize(driver_log_path())
+    except OSError:
+        return 0
+
+
+def _log_since(offset: int) -> str:
+    """What the driver JVM wrote to its log from ``offset`` on (the last 64 KiB)."""
+    try:
+        with open(driver_log_path(), "rb") as fh:
+            fh.seek(max(offset, _log_size() - (1 << 16)))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _discard_gateway() -> None:
+    """Stop the driver JVM this process launched for a session that failed to start."""
+    gateway = SparkContext._gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if gateway is None:
+        return
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - the JVM is killed below anyway
+        pass
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def get_session(master: str | None = None, progress_bar: bool = False) -> SparkSession:
     """Return the cached SparkSession, starting it on first use.
 
     ``master`` defaults to ``local[2]`` (``ISRLAB_SPARK_MASTER`` overrides). Asking
     for a different master than the running session's stops and replaces it.
+    SparkMasterError (one line naming the master) if the master is malformed,
+    does not answer (check_master) or the session fails to start on it.
     """
     global _session, _session_master
-    master = master or os.environ.get("ISRLAB_SPARK_MASTER") or DEFAULT_MASTER
+    master = master_url(master)
     with _lock:
         if _session is not None and _session_master == master:
             return _session
+        check_master(master)
         if _session is not None:
             _session.stop()
             _session = None
@@ -133,13 +280,25 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
                 # re-plans between them; on one machine with small partitions that
                 # overhead outweighs its skew handling (measured ~1.5x on test runs).
                 conf.set("spark.sql.adaptive.enabled", "false")
-            if SparkContext._active_spark_context is None:
-                # The JVM's own start-up lines (JDK warnings, log4j defaults) go to a
-                # log file, not the user's terminal; errors still reach us via py4j.
-                with open(driver_log_path(), "ab") as log:
-                    gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
-                SparkContext._ensure_initialized(gateway=gateway, conf=conf)
-            session = SparkSession.builder.config(conf=conf).getOrCreate()
+            # One driver JVM per process: a stopped session's is used again (pyspark
+            # would ignore a second gateway, and leave its JVM running).
+            launched = SparkContext._gateway is None
+            log_start = _log_size()
+            try:
+                if launched:
+                    # The JVM's own start-up lines (JDK warnings, log4j defaults) go to
+                    # a log file, not the user's terminal; errors still reach us via py4j.
+                    with open(driver_log_path(), "ab") as log:
+                        gateway = launch_gateway(
+                            conf, popen_kwargs={"stdout": log, "stderr": log})
+                    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+                session = SparkSession.builder.config(conf=conf).getOrCreate()
+            except Exception as e:  # noqa: BLE001 - one line naming the master instead
+                # The reason first: a Py4J error asks the JVM for its message.
+                why = _reason(e, _log_since(log_start) if launched else "")
+                if launched:
+                    _discard_gateway()
+                raise SparkMasterError(f"cannot start Spark on master {master}: {why}") from None
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_master = session, master
         return session

@@ -8,10 +8,11 @@ from __future__ import annotations
 from broker.protocol import PROTOCOLS
 
 __all__ = [
-    "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "EVENTS", "FINAL_PROCESS",
-    "FORMAT_VERSION", "HISTORY", "LOG", "LOGS", "NEMESIS_FS", "NEMESIS_PROCESS",
-    "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS", "REPORT_HTML",
-    "ROLES", "RUN_JSON", "STATE", "SUMMARY_JSON",
+    "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "COMPLETE", "CRASHED", "EVENTS",
+    "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
+    "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
+    "REPORT_HTML", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE", "SUMMARY_JSON",
+    "UNFINISHED",
 ]
 
 FORMAT_VERSION = 1
@@ -28,6 +29,16 @@ ANOMALY_KINDS = (
     "poll-skip",
     "hw-regression",
 )
+
+# -- run.json "status" (docs/run-directory.md) -----------------------------------
+RUNNING = "running"  # written at start; still so if the harness died
+COMPLETE = "complete"
+INCOMPLETE = "incomplete"  # the harness ended the run early (an error, Ctrl-C)
+CRASHED = "crashed"  # the harness died; `isrlab collect` rebuilt the replicas
+RUN_STATUSES = (RUNNING, COMPLETE, INCOMPLETE, CRASHED)
+# A run with one of these did not record all it was meant to: the checker judges
+# the prefix it has (verdict "incomplete", docs/anomalies.md).
+UNFINISHED = (RUNNING, INCOMPLETE, CRASHED)
 
 # -- history.jsonl -------------------------------------------------------------
 OP_TYPES = ("invoke", "ok", "fail", "info")

@@ -2,8 +2,9 @@
 
 Every user error is one line on stderr and exit status 2; a run that cannot
 complete is exit 3, and so is an interrupt (Ctrl-C, SIGTERM), also during the
-check: one line, `isrlab: interrupted`. `check` exits with the verdict of
-docs/anomalies.md (0 valid, 1 invalid or not reproduced) -- the CI gate.
+check: one line, `isrlab: interrupted`. `check` exits with the verdicts of
+docs/anomalies.md (0 valid, 1 invalid or not reproduced, 3 incomplete, 2 a run
+that could not be read; checker.verdict.batch_exit_code) -- the CI gate.
 `reproduce` answers a different question, "did the protocol keep its guarantees
 in this run?": 1 when the run shows any consistency anomaly or its verdict is not
 valid, 0 when it is clean (docs/exit-codes.md). `collect` finishes a run whose
@@ -26,15 +27,16 @@ from typing import Any, NoReturn, TypeVar
 from checker.api import RunResult, check_runs, write_junit
 from checker.errors import CheckerError
 from checker.rundir import discover
-from checker.spark import DEFAULT_MASTER
-from contract import PROTOCOLS
+from checker.spark import DEFAULT_MASTER, check_master
+from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
+from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
 from harness import reaper
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
 from harness.collect import collect_crashed, owner_gone
 from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError, one_line
 from harness.progress import Progress
-from harness.rundir import CRASHED, RUNNING, read_meta, run_status
+from harness.rundir import read_meta, run_status
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import find_scenario, list_scenarios, load_scenario
 from reports.render import INDEX, render_index, render_run
@@ -243,6 +245,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
     except CheckInterrupted as e:
         return _finish(args, summary, e.exit_code, error=str(e))
+    if result.error is not None:  # the checker could not read what the run wrote
+        return _finish(args, summary, result.exit_code, error=f"checker: {result.error}")
+    _say_truncated([result])
     report = _render(record.run_dir)
     code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
@@ -259,12 +264,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def reproduce_exit_code(result: RunResult) -> int:
-    """1 if the run shows a consistency anomaly (expected or not) or is not valid."""
-    return 1 if result.anomalies or result.verdict != "valid" else 0
+    """1 if the run shows a consistency anomaly (expected or not) or is not valid;
+    but 3 for a run that did not finish (verdict incomplete) and 2 for one the
+    checker could not read (error), as for `check`."""
+    if result.verdict in (INCOMPLETE, ERROR):
+        return EXIT_CODES[result.verdict]
+    return 1 if result.anomalies or result.verdict != VALID else 0
 
 
 def _verdict_gloss(result: RunResult) -> str:
-    if result.verdict != "valid":
+    if result.verdict == INCOMPLETE:
+        return (f" (the run did not finish: status {result.status}; only what it recorded "
+                "was checked)")
+    if result.verdict != VALID:
         return ""
     if result.anomalies:
         return " (the anomalies this scenario documents for this version reproduced)"
@@ -319,7 +331,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise UsageError(f"no such run directory: {p}")
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     try:
-        _collect_crashed_runs(discover(list(args.paths)), progress)
+        run_dirs = discover(list(args.paths))
+        check_master(args.master)  # before a crashed run is collected for nothing
+        _collect_crashed_runs(run_dirs, progress)
         results = _interruptible(check_runs, list(args.paths), master=args.master,
                                  progress=progress.line, results_table=args.results)
     except CheckerError as e:
@@ -328,10 +342,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not results:
         where = ", ".join(map(str, args.paths))
         raise UsageError(f"no run directory (with run.json) under {where}")
+    for r in results:
+        if r.error is not None:  # set aside, the rest of the batch checked
+            print(f"isrlab: {r.error}", file=sys.stderr)
+            # No report: the run was not checked, and an earlier one would not say so.
+            (r.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
+    _say_truncated(results)
+    checked = [r for r in results if r.error is None]
     reports = {}
     if not args.no_report:
-        progress.line(f"rendering {len(results)} report(s)")
-        reports = {r.run_id: _render(r.run_dir) for r in results}
+        progress.line(f"rendering {len(checked)} report(s)")
+        reports = {r.run_id: _render(r.run_dir) for r in checked}
         index = args.index
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX
@@ -345,9 +366,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         for r in results:
             print(f"{r.verdict:15} {r.run_dir}")
+            if r.verdict == INCOMPLETE:
+                print(f"  the run did not finish (status {r.status}): only what it recorded "
+                      "was checked")
             for a in r.anomalies:
                 print(f"  {_anomaly_line(a)}")
-    return max(r.exit_code for r in results)
+            if r.unjudged:
+                print(f"  not judged: {', '.join(r.unjudged)} (expected; not in what the "
+                      "run recorded)")
+    return batch_exit_code(r.verdict for r in results)
+
+
+def _say_truncated(results: list[RunResult]) -> None:
+    """One line on stderr per history, log or events file whose last line was cut
+    off (an interrupted write): the checker skipped that line."""
+    for r in results:
+        for t in r.summary.get("truncated") or []:
+            print(f"isrlab: run {r.run_dir}: {t['file']} line {t['line']} is cut off (an "
+                  "interrupted write); checked the lines before it", file=sys.stderr)
 
 
 def _collect_crashed_runs(run_dirs: list[Path], progress: Progress) -> None:

@@ -6,6 +6,12 @@ starts is registered here, and an atexit hook SIGKILLs whatever is still
 registered, so an exception escaping teardown, or a second Ctrl-C during it,
 still leaves no broker behind. Signal handlers turn SIGTERM/SIGHUP into an
 exception so the finally paths run exactly as for Ctrl-C.
+
+While a run's directory is being opened or closed (run.json written, replicas
+collected, cluster torn down), an exception there would leave it half done -- a
+run marked "running" by a harness that exited. The runner `hold()`s signals
+over those stretches: the first one is then only noted, and `release()` raises
+it once the run directory is consistent.
 """
 
 from __future__ import annotations
@@ -53,18 +59,43 @@ def kill_all() -> None:
 atexit.register(kill_all)
 
 _signalled = False
+_holding = False
+_held: int | None = None  # the signal that arrived while holding
+
+
+def _interrupt(signum: int, what: str = "; run incomplete") -> BaseException:
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    return Interrupted(f"interrupted by {signal.Signals(signum).name}{what}")
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    global _signalled
+    global _signalled, _held
     # Only the first signal raises: a second one during teardown must not
     # interrupt the cleanup it would otherwise be asking for.
     if _signalled:
         return
     _signalled = True
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Interrupted(f"interrupted by {signal.Signals(signum).name}; run incomplete")
+    if _holding:
+        _held = signum
+        return
+    raise _interrupt(signum)
+
+
+def hold() -> None:
+    """From now on a signal is noted instead of raised, until `release()`."""
+    global _holding
+    _holding = True
+
+
+def release(what: str = "; run incomplete") -> None:
+    """Stop holding signals; raise the interrupt of one that arrived meanwhile
+    (KeyboardInterrupt for SIGINT, else Interrupted "interrupted by SIG...`what`")."""
+    global _holding, _held
+    _holding = False
+    signum, _held = _held, None
+    if signum is not None:
+        raise _interrupt(signum, what)
 
 
 def install_signal_handlers() -> None:

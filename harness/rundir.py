@@ -16,14 +16,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from contract import EVENTS, FORMAT_VERSION, HISTORY, LOGS, REPLICAS, RUN_JSON
+# run.json "status" (docs/run-directory.md): the names are the contract's, re-exported
+# here for the harness modules that write or read it.
+from contract import (
+    COMPLETE,
+    CRASHED,
+    EVENTS,
+    FORMAT_VERSION,
+    HISTORY,
+    INCOMPLETE,
+    LOGS,
+    REPLICAS,
+    RUN_JSON,
+    RUN_STATUSES,
+    RUNNING,
+)
 from harness.errors import UsageError
 
-# run.json "status" (docs/run-directory.md)
-RUNNING = "running"  # written at start; still so if the harness died
-COMPLETE = "complete"
-INCOMPLETE = "incomplete"  # the harness ended the run early (error, Ctrl-C)
-CRASHED = "crashed"  # the harness died; `isrlab collect` rebuilt the replicas
+__all__ = [
+    "COMPLETE", "CRASHED", "INCOMPLETE", "RUNNING", "RUN_STATUSES", "RunDirWriter",
+    "new_run_id", "read_meta", "run_status", "utc_at", "utc_now", "write_jsonl",
+]
 
 
 def utc_now() -> str:

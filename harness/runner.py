@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import reaper
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, Backend
 from harness.clock import RunClock
@@ -66,9 +67,16 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **opts.backend_options)
     # A taken address is a configuration error: fail before anything exists.
     backend.check_addresses()
+    # An interrupt from here until the `try` would leave a directory without
+    # run.json, or one marked running by a harness that exited: held until then.
+    reaper.hold()
     run = RunDirWriter(opts.runs_dir, run_id)
     clock = RunClock()
     steps = scenario.steps_for(opts.protocol)
+    # The history and events files exist before run.json says "running": a harness
+    # killed right after writing it leaves a (empty) prefix the checker can read.
+    history = History(run.history, clock)
+    collector = EventsCollector(backend, clock, run.events)
     run.write_meta(
         scenario=scenario.name,
         scenario_file=str(scenario.path),
@@ -97,8 +105,6 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     )
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
                   f"on {opts.backend} (seed {seed})")
-    history = History(run.history, clock)
-    collector = EventsCollector(backend, clock, run.events)
     nemesis = Nemesis(backend, history, before_fault=collector.drain,
                       on_window=lambda w: _window(progress, w))
     error: HarnessError | None = None
@@ -106,6 +112,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     consumers: list[ConsumerThread] = []
     observer = Observer(backend, collector)
     try:
+        reaper.release()
         backend.start_controller()
         collector.start()
         for node in spec.brokers:
@@ -140,6 +147,10 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         error = RunIncomplete(f"internal error: {type(e).__name__}: {e} "
                               f"(traceback in {run.logs / 'harness.log'})")
     finally:
+        # Closing the run is not interruptible: an interrupt cutting it short would
+        # leave run.json "running" and the cluster to the atexit reaper (on Docker,
+        # its volumes removed before any `isrlab collect`). Raised once it is closed.
+        reaper.hold()
         observer.close()
         for c in consumers:
             c.stop()
@@ -164,6 +175,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                 fault_windows=[w.as_dict() for w in nemesis.windows],
                 labels=labels,
             )
+    # Interrupted while the run was closed: it is (complete or incomplete, as
+    # run.json says); stop before any check.
+    reaper.release(what="")
     return RunRecord(run.run_id, run.path, error, time.monotonic() - t0)
 
 

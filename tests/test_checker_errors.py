@@ -1,5 +1,7 @@
-"""Bad input: each a RunDirError naming run, file and line; truncated last lines are
-checked as the prefix they are and reported, never dropped silently."""
+"""Bad input: each a RunDirError naming run, file and line -- the run is set aside
+with the verdict error (the rest of a batch is checked: test_checker_verdicts.py);
+truncated last lines are checked as the prefix they are and reported, never
+dropped silently."""
 
 from __future__ import annotations
 
@@ -21,13 +23,29 @@ def small(rb: RunBuilder) -> Path:
     return rb.write()
 
 
-def error_of(path: Path) -> RunDirError:
+def refused(path: Path) -> RunDirError:
+    """A path that holds no run: the whole check is refused."""
     with pytest.raises(RunDirError) as e:
         check_runs([path])
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"run {path.resolve()}")
     assert e.value.exit_code == 2
     return e.value
+
+
+def error_of(path: Path) -> RunDirError:
+    """The run is set aside: verdict error, exit status 2, and its check/summary.json
+    says why (no earlier result stands for it)."""
+    (r,) = check_runs([path])
+    assert (r.verdict, r.exit_code) == ("error", 2) and r.error is not None
+    msg = str(r.error)
+    assert "\n" not in msg and msg.startswith(f"run {path.resolve()}")
+    assert r.error.exit_code == 2 and r.anomalies == []
+    summary = json.loads((path / "check" / "summary.json").read_text())
+    assert (summary["verdict"], summary["exit_code"], summary["error"]) == ("error", 2, msg)
+    assert (summary["error_file"], summary["error_line"]) == (r.error.file, r.error.line)
+    assert json.loads((path / "check" / "anomalies.json").read_text()) == []
+    return r.error
 
 
 def replace_line(path: Path, n: int, text: str) -> None:
@@ -40,11 +58,11 @@ def replace_line(path: Path, n: int, text: str) -> None:
 
 
 def test_missing_path(tmp_path: Path) -> None:
-    assert "no such run directory" in str(error_of(tmp_path / "nope"))
+    assert "no such run directory" in str(refused(tmp_path / "nope"))
 
 
 def test_tree_without_runs(tmp_path: Path) -> None:
-    assert "no run directories" in str(error_of(tmp_path))
+    assert "no run directories" in str(refused(tmp_path))
 
 
 @pytest.mark.parametrize("rel", ["history.jsonl", "replicas/B/log.jsonl", "replicas/A/state.json"])
@@ -73,6 +91,15 @@ def test_unknown_protocol(tmp_path: Path) -> None:
         .index('  "protocol": "0.9",')
         + 1
     )
+
+
+def test_unknown_run_status(tmp_path: Path) -> None:
+    rb = RunBuilder(tmp_path / "run")
+    rb.meta["status"] = "aborted"
+    e = error_of(small(rb))
+    assert e.file == "run.json" and e.line is not None
+    assert "unknown run status 'aborted' (known: running, complete, incomplete, crashed)" \
+        in str(e)
 
 
 def test_unknown_expected_kind(tmp_path: Path) -> None:

@@ -346,3 +346,140 @@ def test_sigterm_during_reproduces_check_is_one_line(tmp_path: Path) -> None:
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["ended_at"]
     assert processes_mentioning(str(runs)) == []
+
+
+# -- the Spark master, batches with malformed and interrupted runs ---------------
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Live processes whose environment holds `tag` (an isrlab given it, and what it
+    started: a Spark driver JVM inherits the environment)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if tag.encode() in env and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def synthetic_run(path: Path, **kw) -> Path:
+    from checker.synth import RunBuilder
+
+    rb = RunBuilder(path, **kw)
+    rb.send(0, 1, 0).send(0, 2, 1)
+    rb.replica("A", [(0, 1), (0, 2)], role="leader")
+    rb.replica("B", [(0, 1), (0, 2)], role="follower", leader="A")
+    rb.final_read([1, 2])
+    return rb.write()
+
+
+@pytest.mark.parametrize(("master", "line", "within"), [
+    ("spark://127.0.0.1:1", "isrlab: cannot reach Spark master spark://127.0.0.1:1: "
+                            "connection refused", 10),
+    ("sc://127.0.0.1:1", "isrlab: cannot reach Spark master sc://127.0.0.1:1: "
+                         "connection refused", 10),
+    ("spark://127.0.0.1", "isrlab: malformed Spark master 'spark://127.0.0.1': a standalone "
+                          "master is spark://HOST:PORT (port 1..65535)", 10),
+    ("spark://h:99999", "isrlab: malformed Spark master 'spark://h:99999': a standalone "
+                        "master is spark://HOST:PORT (port 1..65535)", 10),
+    ("lokal[2]", "isrlab: malformed Spark master 'lokal[2]': give local[N], spark://HOST:PORT, "
+                 "sc://HOST[:PORT], yarn or k8s://URL", 10),
+    # A well-formed master Spark itself refuses, once its JVM is up: the reason it
+    # gave, on one line naming the master.
+    pytest.param("yarn", "isrlab: cannot start Spark on master yarn: org.apache.spark."
+                 "SparkException: When running with master 'yarn' either HADOOP_CONF_DIR or "
+                 "YARN_CONF_DIR must be set in the environment.", 60, marks=pytest.mark.spark),
+    # One that fails once the driver JVM is up and has started creating the context:
+    # that JVM is stopped too (the reason is the Kubernetes client's: only its start).
+    pytest.param("k8s://https://127.0.0.1:1", "isrlab: cannot start Spark on master "
+                 "k8s://https://127.0.0.1:1: ", 120, marks=pytest.mark.spark),
+])
+def test_check_refuses_a_bad_master_at_once(tmp_path: Path, master: str, line: str,
+                                            within: float) -> None:
+    """No Spark master there (or no master URL): one line naming it, exit 2, within
+    seconds -- not a minute of retries and a Py4J traceback -- and no JVM left."""
+    run = synthetic_run(tmp_path / "run")
+    tag = f"master-{os.getpid()}-{time.monotonic_ns()}"
+    env = {k: v for k, v in _env().items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(run), "--master", master],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**env, "ISRLAB_TEST_TAG": tag})
+    elapsed = time.monotonic() - t0
+    got = one_line_error(r)
+    assert got == line or (line.endswith(": ") and got.startswith(line)), got
+    assert elapsed < within, f"took {elapsed:.1f}s"
+    assert tagged_processes(f"ISRLAB_TEST_TAG={tag}") == []
+    assert not (run / "check").exists()  # nothing was checked
+
+
+@pytest.mark.spark
+def test_check_batch_with_a_malformed_run(tmp_path: Path) -> None:
+    """One malformed run in a nightly batch: the others are checked (verdicts, reports,
+    JUnit cases), the malformed one is an `error` naming its file and line (one line
+    on stderr, a JUnit error), and the exit status is 2 at the end."""
+    from conftest_spark import clean, kip101_loss
+
+    tree = tmp_path / "nightly"
+    good = clean(tree, "clean", [], None).write().resolve()
+    loss = kip101_loss(tree, "loss-unexpected", [], None).write().resolve()
+    bad = synthetic_run(tree / "malformed").resolve()
+    lines = (bad / "history.jsonl").read_text().splitlines(keepends=True)
+    lines[2] = "this is not json\n"
+    (bad / "history.jsonl").write_text("".join(lines))
+    junit = tmp_path / "junit.xml"
+    r = isrlab("check", str(tree), "--junit", str(junit))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"isrlab: run {bad}: history.jsonl line 3: not JSON"), line
+    out = r.stdout.splitlines()
+    for verdict, run in (("valid", good), ("invalid", loss), ("error", bad)):
+        assert f"{verdict:15} {run}" in out, r.stdout
+    for run in (good, loss):
+        assert (run / "check" / "report.html").is_file()
+    assert not (bad / "check" / "report.html").exists()
+    assert json.loads((bad / "check" / "summary.json").read_text())["verdict"] == "error"
+    index = (tree / "index.html").read_text()
+    assert "3 runs" in index and "malformed" in index
+    xml = junit.read_text()
+    assert 'tests="3" failures="1" errors="1"' in xml
+    assert xml.count("<error ") == 1 and 'type="error"' in xml
+
+
+@pytest.mark.spark
+def test_check_an_interrupted_run(tmp_path: Path) -> None:
+    """An interrupted run (run.json `incomplete`) with a cut-off last history line:
+    verdict incomplete, exit 3, the cut-off line said on the terminal, summary.json,
+    JUnit and the report agree."""
+    run = synthetic_run(tmp_path / "run", scenario="kip101-hw-truncation-loss",
+                        expect=["lost-write"]).resolve()
+    meta = json.loads((run / "run.json").read_text())
+    meta.update(status="incomplete", error="interrupted by SIGTERM; run incomplete")
+    (run / "run.json").write_text(json.dumps(meta))
+    n = (run / "history.jsonl").read_text().count("\n") + 1
+    with (run / "history.jsonl").open("a") as fh:
+        fh.write('{"index": 99, "time": 99000000, "pro')
+    junit = tmp_path / "junit.xml"
+    r = isrlab("check", str(run), "--junit", str(junit))
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"isrlab: run {run}: history.jsonl line {n} is cut off (an interrupted write); "
+        "checked the lines before it"]
+    assert r.stdout.splitlines()[-3:] == [
+        f"incomplete      {run}",
+        "  the run did not finish (status incomplete): only what it recorded was checked",
+        "  not judged: lost-write (expected; not in what the run recorded)"]
+    s = json.loads((run / "check" / "summary.json").read_text())
+    assert (s["verdict"], s["exit_code"], s["status"]) == ("incomplete", 3, "incomplete")
+    assert (s["missing"], s["unjudged"]) == ([], ["lost-write"])
+    assert 'errors="1"' in junit.read_text() and 'type="incomplete"' in junit.read_text()
+    report = (run / "check" / "report.html").read_text()
+    assert ('<span class="verdict incomplete">incomplete</span> Incomplete: the run did not '
+            "finish, and only what it recorded was checked; lost-write, expected, not judged."
+            ) in report

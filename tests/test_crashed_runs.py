@@ -131,7 +131,9 @@ def test_collect_rebuilds_a_sigkilled_local_run(tmp_path: Path) -> None:
 def test_check_collects_a_sigkilled_local_run_first(tmp_path: Path) -> None:
     run_dir, started = sigkilled_reproduce(tmp_path, "local")
     r = isrlab("check", str(run_dir))
-    assert r.returncode in (0, 1), (r.returncode, r.stdout, r.stderr)
+    # A crashed run is judged as a prefix: incomplete (3), or invalid (1) when the
+    # prefix already shows an unexpected anomaly.
+    assert r.returncode in (1, 3), (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     assert f"isrlab: run {run_dir} had crashed" in r.stderr
     assert_collected(run_dir)
@@ -329,7 +331,9 @@ def test_check_collects_a_sigkilled_docker_run_first(client, tmp_path: Path) -> 
     run_id = _run_id(run_dir)
     try:
         r = isrlab("check", str(run_dir))
-        assert r.returncode in (0, 1), (r.returncode, r.stdout, r.stderr)
+        # A crashed run is judged as a prefix: incomplete (3), or invalid (1) when
+        # the prefix already shows an unexpected anomaly.
+        assert r.returncode in (1, 3), (r.returncode, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr
         assert f"isrlab: run {run_dir} had crashed" in r.stderr
         # The containers were still running: stopped, their logs kept, then removed.
