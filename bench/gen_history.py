@@ -59,7 +59,8 @@ class Writer:
     def poll(self, process: Any, offset: int, records: list[list[int]], hw: int) -> None:
         base = {"topic": T, "partition": P, "offset": offset}
         self.op(process, "invoke", "poll", **base)
-        self.op(process, "ok", "poll", **base, records=records, hw=hw)
+        # Served by the one leader, A, in leader epoch 0 (as the replicas say).
+        self.op(process, "ok", "poll", **base, records=records, hw=hw, node="A", epoch=0)
 
 
 def generate(out: Path, ops: int, inject: set[str], seed: int = 1) -> list[dict[str, Any]]:

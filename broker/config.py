@@ -16,7 +16,8 @@ class BrokerConfig:
 
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
-    replica_lag_time_max_ms: int = 10_000
+    # None: the protocol version's default (10 s until Kafka 2.4, 30 s from 2.5, KIP-537).
+    replica_lag_time_max_ms: int | None = None
     replica_lag_max_messages: int | None = None
     replica_fetch_wait_max_ms: int = 100
     replica_fetch_backoff_ms: int = 50

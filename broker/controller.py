@@ -34,9 +34,12 @@ class Controller:
         if (data_dir / STATE_FILE).exists():
             saved = json.loads((data_dir / STATE_FILE).read_text())
         self.core = ControllerCore(cluster["topics"], ccfg.broker_session_timeout_ms,
-                                   bcfg.unclean_leader_election_enable, saved, _now())
+                                   bcfg.unclean_leader_election_enable, saved, _now(),
+                                   protocol=cluster["protocol"],
+                                   min_insync_replicas=bcfg.min_insync_replicas)
         self.events = EventLog("controller")
         self.net = NetBlock()
+        self.net.on_event = self.events.add
         self.events.add("started", restarted=saved is not None)
 
     def _after(self) -> None:
@@ -70,12 +73,19 @@ class Controller:
             if t == "net-block":
                 self.events.add("net-block", peers=sorted(msg["peers"]))
                 return self.net.set(msg["peers"])
+            if t == "net-delay":
+                self.events.add("net-delay", rules=msg["rules"])
+                return self.net.set_delays(msg["rules"])
             if t == "register":
                 try:
-                    self.core.register(msg["id"], msg["incarnation"], msg["addr"], now)
+                    err, epoch = self.core.register(
+                        msg["id"], msg["incarnation"], msg["addr"], now,
+                        int(msg.get("previous_broker_epoch", -1)))
                 except KeyError:
                     return {"error": "INVALID_REQUEST", "message": f"unknown broker {msg['id']}"}
-                return self._metadata(msg["id"])
+                if err:
+                    return {"error": err}
+                return {**self._metadata(msg["id"]), "broker_epoch": epoch}
             if t == "heartbeat":
                 if not self.core.heartbeat(msg["id"], msg["incarnation"], now):
                     return {"error": "UNKNOWN_BROKER"}
@@ -83,10 +93,10 @@ class Controller:
             if t == "alter-partition":
                 err, state = self.core.alter_partition(
                     msg["topic"], msg["partition"], msg["id"], msg["leader_epoch"],
-                    msg["partition_epoch"], msg["isr"])
+                    msg["partition_epoch"], msg["isr"], msg.get("broker_epochs"))
                 return {"error": err, "state": state}
             if t == "shutdown":
-                self.core.shutdown(msg["id"])
+                self.core.shutdown(msg["id"], msg.get("incarnation"))
                 return {"error": None}
             return {"error": "INVALID_REQUEST", "message": f"unknown request type {t!r}"}
         finally:

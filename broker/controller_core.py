@@ -1,16 +1,28 @@
-"""The controller's decisions (sans-IO): liveness, leader election, ISR store.
+"""The controller's decisions (sans-IO): liveness, incarnations, elections, ISR store.
 
 Brokers hold a session by heartbeating; a session that is silent for
-`broker.session.timeout.ms` ends and the broker is dead (as a ZooKeeper session
-expiring). A broker that restarts within that time keeps its ISR membership — the
-window KIP-101's first scenario needs. A clean shutdown ends the session at once.
-Every leader change bumps the leader epoch; ISR changes bump the partition epoch.
+`broker.session.timeout.ms` ends and the broker is dead (a ZooKeeper session
+expiring; a KRaft broker fenced). A restarted broker is a new incarnation and does
+not inherit the old one's ISR seat: its registration is refused while the old
+session lives (ZooKeeper: the ephemeral /brokers/ids node still exists; KRaft:
+DUPLICATE_BROKER_REGISTRATION, ClusterControlManager.registerBroker), so the
+controller first handles the old incarnation's death -- drops it from the ISR,
+moves or ends its leaderships with a new leader epoch. A clean shutdown ends the
+session at once. Every leader change bumps the leader epoch; every ISR change
+bumps the partition epoch.
+
+From 4.0 (KIP-966) the controller also keeps the eligible leader replicas (ELR):
+PartitionChangeBuilder.maybePopulateTargetElr and electAnyLeader at apache/kafka
+trunk (4.0 line).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .protocol import PROTOCOLS, Features
+from .protocol import features as features_of
 
 
 @dataclass
@@ -22,6 +34,10 @@ class PartitionState:
     leader_epoch: int = -1
     isr: list[str] = field(default_factory=list)
     partition_epoch: int = 0
+    # KIP-966 (4.0): replicas that left the ISR below min.insync.replicas and may
+    # still lead, and the last known leader once ISR and ELR are empty.
+    elr: list[str] = field(default_factory=list)
+    last_known_elr: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -32,15 +48,24 @@ class Session:
     incarnation: str | None
     addr: str | None
     last_heartbeat_ms: float
+    broker_epoch: int = -1
 
 
 class ControllerCore:
     def __init__(self, topics: list[dict[str, Any]], session_timeout_ms: int,
                  unclean_election: bool, saved: dict[str, Any] | None = None,
-                 now: float = 0.0) -> None:
+                 now: float = 0.0, protocol: str | None = None,
+                 min_insync_replicas: int = 1) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.unclean_election = unclean_election
+        # No version given: the newest release's rules.
+        self.features: Features = features_of(protocol or PROTOCOLS[-1])
+        self.min_insync_replicas = min_insync_replicas
         self.sessions: dict[str, Session] = {}
+        # The epoch of each broker's latest registration (ZooKeeper: the czxid of
+        # its node; KRaft: the broker epoch), increasing across the cluster.
+        self.broker_epochs: dict[str, int] = {}
+        self.next_broker_epoch = 0
         self.events: list[dict[str, Any]] = []
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         for t in topics:
@@ -51,10 +76,12 @@ class ControllerCore:
             for raw in saved["partitions"]:
                 st = PartitionState(**raw)
                 self.partitions[(st.topic, st.partition)] = st
+            self.broker_epochs = dict(saved.get("broker_epochs", {}))
+            self.next_broker_epoch = int(saved.get("next_broker_epoch", 0))
             # After a controller restart every known broker gets one session
             # timeout to say hello again before it is declared dead.
             for b in {r for st in self.partitions.values() for r in st.replicas}:
-                self.sessions[b] = Session(None, None, now)
+                self.sessions[b] = Session(None, None, now, self.broker_epochs.get(b, -1))
         self.dirty = False
 
     # -- state ---------------------------------------------------------------------
@@ -64,7 +91,9 @@ class ControllerCore:
         return sorted(self.sessions)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"partitions": [st.to_dict() for st in self.partitions.values()]}
+        return {"partitions": [st.to_dict() for st in self.partitions.values()],
+                "broker_epochs": dict(self.broker_epochs),
+                "next_broker_epoch": self.next_broker_epoch}
 
     def _event(self, type_: str, **fields: Any) -> None:
         self.events.append({"type": type_, **fields})
@@ -72,15 +101,49 @@ class ControllerCore:
     def _changed(self, st: PartitionState) -> None:
         self.dirty = True
 
+    @property
+    def _elr(self) -> bool:
+        return self.features.eligible_leader_replicas
+
     # -- broker sessions ---------------------------------------------------------------
 
-    def register(self, broker: str, incarnation: str, addr: str, now: float) -> None:
+    def register(self, broker: str, incarnation: str, addr: str, now: float,
+                 previous_broker_epoch: int = -1) -> tuple[str | None, int]:
+        """Register one incarnation of `broker`: (error, broker epoch).
+
+        A second incarnation is refused while the first one's session lives
+        (ZooKeeper: NODE_EXISTS on the ephemeral broker node; KRaft:
+        DUPLICATE_BROKER_REGISTRATION), so the old one's death is handled first.
+        `previous_broker_epoch` is the broker's clean-shutdown marker (KIP-966):
+        the epoch it shut down cleanly in, or -1.
+        """
         known = broker in {r for st in self.partitions.values() for r in st.replicas}
         if not known:
             raise KeyError(broker)
-        self.sessions[broker] = Session(incarnation, addr, now)
-        self._event("broker-registered", broker=broker, incarnation=incarnation)
+        self.tick(now)
+        old = self.sessions.get(broker)
+        if old is not None and old.incarnation == incarnation:
+            old.addr, old.last_heartbeat_ms = addr, now
+            return None, old.broker_epoch
+        if old is not None and old.incarnation is not None:
+            error = ("DUPLICATE_BROKER_REGISTRATION" if self.features.quorum == "kraft"
+                     else "NODE_EXISTS")
+            self._event("registration-refused", broker=broker, incarnation=incarnation,
+                        error=error)
+            return error, -1
+        unclean = (self._elr and broker in self.broker_epochs
+                   and previous_broker_epoch != self.broker_epochs[broker])
+        epoch = self.next_broker_epoch
+        self.next_broker_epoch += 1
+        self.broker_epochs[broker] = epoch
+        self.sessions[broker] = Session(incarnation, addr, now, epoch)
+        self.dirty = True
+        self._event("broker-registered", broker=broker, incarnation=incarnation,
+                    broker_epoch=epoch, unclean_shutdown=unclean)
+        if unclean:
+            self._unclean_shutdown(broker)
         self._elect_where_needed()
+        return None, epoch
 
     def heartbeat(self, broker: str, incarnation: str, now: float) -> bool:
         """False if the broker must register (unknown, dead, or a new process)."""
@@ -94,9 +157,10 @@ class ControllerCore:
         s.last_heartbeat_ms = now
         return True
 
-    def shutdown(self, broker: str) -> None:
+    def shutdown(self, broker: str, incarnation: str | None = None) -> None:
         """Controlled shutdown: the broker leaves now, leadership moves at once."""
-        if broker in self.sessions:
+        s = self.sessions.get(broker)
+        if s is not None and (incarnation is None or s.incarnation in (None, incarnation)):
             self._broker_dead(broker, "controlled-shutdown")
 
     def tick(self, now: float) -> None:
@@ -112,12 +176,43 @@ class ControllerCore:
                 continue
             if st.leader == broker:
                 self._elect(st)
-            elif broker in st.isr and len(st.isr) > 1:
-                st.isr = [r for r in st.isr if r != broker]
-                st.partition_epoch += 1
-                self._event("isr-shrink", topic=st.topic, partition=st.partition,
-                            leader_epoch=st.leader_epoch, isr=list(st.isr), reason=reason)
-                self._changed(st)
+            elif broker in st.isr and (len(st.isr) > 1 or self._elr):
+                # Without the ELR the last ISR member stays (it holds everything
+                # committed); with it the ISR may empty, the member moving to the ELR.
+                self._set_isr(st, [r for r in st.isr if r != broker], reason)
+            elif broker in st.elr and self._elr and not st.isr:
+                pass  # a dead ELR member stays eligible until it returns uncleanly
+
+    def _unclean_shutdown(self, broker: str) -> None:
+        """KIP-966 handleBrokerUncleanShutdown: out of every ISR and ELR."""
+        for st in self.partitions.values():
+            if broker in st.isr or broker in st.elr:
+                st.elr = [r for r in st.elr if r != broker]
+                self._set_isr(st, [r for r in st.isr if r != broker], "unclean-shutdown",
+                              unclean=(broker,))
+
+    def _set_isr(self, st: PartitionState, isr: list[str], reason: str,
+                 unclean: tuple[str, ...] = ()) -> None:
+        old = st.isr
+        self._update_elr(st, old, isr, unclean)
+        st.isr = list(isr)
+        st.partition_epoch += 1
+        self._changed(st)
+        kind = "isr-shrink" if len(isr) < len(old) else "isr-expand"
+        self._event(kind, topic=st.topic, partition=st.partition, leader_epoch=st.leader_epoch,
+                    old=old, isr=list(isr), elr=list(st.elr), reason=reason)
+
+    def _update_elr(self, st: PartitionState, old_isr: list[str], new_isr: list[str],
+                    unclean: tuple[str, ...] = ()) -> None:
+        """PartitionChangeBuilder.maybePopulateTargetElr (KIP-966)."""
+        if not self._elr:
+            return
+        if len(new_isr) >= self.min_insync_replicas:
+            st.elr, st.last_known_elr = [], []
+            return
+        candidates = set(st.elr) | set(old_isr)
+        st.elr = [r for r in st.replicas
+                  if r in candidates and r not in new_isr and r not in unclean]
 
     # -- elections ---------------------------------------------------------------------
 
@@ -132,6 +227,9 @@ class ControllerCore:
                 self._elect(st)
 
     def _elect(self, st: PartitionState) -> None:
+        if self._elr:
+            self._elect_with_elr(st)
+            return
         live_isr = [r for r in st.replicas if r in st.isr and r in self.sessions]
         unclean = False
         if live_isr:
@@ -149,23 +247,70 @@ class ControllerCore:
                     [st.leader] if st.leader in st.isr else st.isr[:1])
         if leader is None and st.leader is None and st.leader_epoch >= 0:
             return  # still no leader; nothing changes
+        self._new_leader(st, leader, isr, unclean)
+
+    def _elect_with_elr(self, st: PartitionState) -> None:
+        """PartitionChangeBuilder.electAnyLeader with the ELR (KIP-966, 4.0 line).
+
+        Dead replicas leave the ISR, even the last one (into the ELR below min ISR).
+        The leader is the first live ISR member; with the ISR empty, the first live
+        ELR member; with both empty, the last known leader if it is live (Kafka's
+        balanced recovery); then an unclean election if enabled.
+        """
+        old_isr = list(st.isr)
+        live_isr = [r for r in st.replicas if r in st.isr and r in self.sessions]
+        self._update_elr(st, old_isr, live_isr)
+        via = "isr"
+        leader = live_isr[0] if live_isr else None
+        if leader is None:
+            live_elr = [r for r in st.elr if r in self.sessions]
+            if live_elr:
+                leader, via = live_elr[0], "elr"
+        if leader is None and not st.elr and len(st.last_known_elr) == 1 \
+                and st.last_known_elr[0] in self.sessions:
+            leader, via = st.last_known_elr[0], "last-known-leader"
+        if leader is None and self.unclean_election:
+            live = [r for r in st.replicas if r in self.sessions]
+            if live:
+                leader, via = live[0], "unclean"
+        if leader is None:
+            if not live_isr and st.leader is not None and not st.last_known_elr:
+                st.last_known_elr = [st.leader]
+            if st.leader is None and st.leader_epoch >= 0 and st.isr == live_isr:
+                return  # still no leader; nothing changes
+            self._new_leader(st, None, live_isr, False)
+            return
+        isr = live_isr if via == "isr" else [leader]
+        if via != "isr":
+            st.elr = [r for r in st.elr if r != leader]
+        if via in ("last-known-leader", "unclean"):
+            st.elr = []  # an unclean election clears the ELR fields
+        st.last_known_elr = []
+        if via == "elr":
+            self._update_elr(st, old_isr, isr)
+        self._new_leader(st, leader, isr, via in ("last-known-leader", "unclean"), via)
+
+    def _new_leader(self, st: PartitionState, leader: str | None, isr: list[str],
+                    unclean: bool, via: str = "isr") -> None:
         st.leader = leader
         st.leader_epoch += 1
-        st.isr = isr
+        st.isr = list(isr)
         st.partition_epoch += 1
         self._changed(st)
         if leader is None:
             self._event("leader-offline", topic=st.topic, partition=st.partition,
-                        leader_epoch=st.leader_epoch, isr=list(isr))
+                        leader_epoch=st.leader_epoch, isr=list(isr), elr=list(st.elr))
         else:
             self._event("leader-elected", topic=st.topic, partition=st.partition,
                         leader=leader, leader_epoch=st.leader_epoch, isr=list(isr),
-                        unclean=unclean)
+                        unclean=unclean, elr=list(st.elr), via=via)
 
     # -- ISR changes proposed by leaders --------------------------------------------
 
     def alter_partition(self, topic: str, partition: int, broker: str, leader_epoch: int,
-                        partition_epoch: int, isr: list[str]) -> tuple[str | None, dict]:
+                        partition_epoch: int, isr: list[str],
+                        broker_epochs: dict[str, int | None] | None = None
+                        ) -> tuple[str | None, dict]:
         st = self.partitions.get((topic, partition))
         if st is None:
             return "UNKNOWN_TOPIC_OR_PARTITION", {}
@@ -175,11 +320,18 @@ class ControllerCore:
             return "INVALID_UPDATE_VERSION", st.to_dict()
         if broker not in isr or any(r not in st.replicas for r in isr) or not isr:
             return "INVALID_REQUEST", st.to_dict()
-        old = st.isr
-        st.isr = list(isr)
-        st.partition_epoch += 1
-        self._changed(st)
-        kind = "isr-shrink" if len(isr) < len(old) else "isr-expand"
-        self._event(kind, topic=topic, partition=partition, leader_epoch=leader_epoch,
-                    old=old, isr=list(isr), reason="alter-partition")
+        added = [r for r in isr if r not in st.isr]
+        if self.features.fenced_replicas_kept_out_of_isr and any(
+                r not in self.sessions for r in added):
+            # KIP-841: a fenced or shutting-down broker does not join the ISR.
+            return "INELIGIBLE_REPLICA", st.to_dict()
+        if self.features.alter_partition_broker_epochs:
+            # KIP-903: the follower's fetches came from this broker epoch; a stale
+            # incarnation (restarted since, maybe without its data) is refused.
+            for r in added:
+                known = (broker_epochs or {}).get(r)
+                s = self.sessions.get(r)
+                if known is not None and (s is None or s.broker_epoch != known):
+                    return "INELIGIBLE_REPLICA", st.to_dict()
+        self._set_isr(st, list(isr), "alter-partition")
         return None, st.to_dict()

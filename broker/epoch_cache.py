@@ -49,30 +49,52 @@ class LeaderEpochCache:
         return changed
 
     def end_offset_v011(self, epoch: int, leo: int) -> int:
-        """KIP-101 answer: the LEO for the latest epoch, else the start of the first later epoch."""
+        """0.11.0.0 LeaderEpochFileCache.endOffsetFor (KIP-101): an end offset only.
+
+        The LEO for the latest epoch; UNDEFINED when no epoch is later than the one
+        asked or it is below the first (the follower then truncates to its HW); else
+        the start of the first later epoch.
+        """
         if epoch == self.latest_epoch:
             return leo
-        for e, start in self.entries:
-            if e > epoch:
-                return start
-        return leo
+        later = [start for e, start in self.entries if e > epoch]
+        if not later or epoch < self.entries[0][0]:
+            return UNDEFINED_OFFSET
+        return later[0]
+
+    def end_offset_v20(self, epoch: int, leo: int) -> tuple[int, int]:
+        """2.0.0 LeaderEpochFileCache.endOffsetFor (KIP-279): (epoch, end offset).
+
+        The largest epoch <= the one asked and where it ends, but (-1, -1) for an
+        epoch above the latest or below the first: the gap KAFKA-7415 closed in 2.1.
+        """
+        if epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch == self.latest_epoch:
+            return epoch, leo
+        later = [(e, s) for e, s in self.entries if e > epoch]
+        earlier = [(e, s) for e, s in self.entries if e <= epoch]
+        if not later or not earlier:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        return earlier[-1][0], later[0][1]
 
     def end_offset_for(self, epoch: int, leo: int) -> tuple[int, int]:
-        """KIP-279 answer: the largest epoch <= `epoch` and where it ends.
+        """2.1.0+ LeaderEpochFileCache.endOffsetFor (KAFKA-7415): (epoch, end offset).
 
-        The end is the start offset of the next epoch, or the LEO for the latest one.
-        For an epoch older than every known one, Kafka answers with the requested
-        epoch and the start of the first known epoch (the older data is gone).
+        The largest epoch <= `epoch` and where it ends: the start offset of the next
+        epoch, or the LEO for the latest one. An epoch older than every known one gets
+        (the asked epoch, the start of the first known epoch): the older data is gone.
+        An epoch above the latest (Kafka: "should never be hit", a leader's latest
+        epoch is its own) or an empty cache gets (-1, -1).
         """
         if epoch == UNDEFINED_EPOCH or not self.entries:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        found = None
-        for i, (e, _start) in enumerate(self.entries):
-            if e <= epoch:
-                found = i
-        if found is None:
-            return epoch, self.entries[0][1]
-        e = self.entries[found][0]
-        if found + 1 < len(self.entries):
-            return e, self.entries[found + 1][1]
-        return e, leo
+        if epoch == self.latest_epoch:
+            return epoch, leo
+        later = [(e, s) for e, s in self.entries if e > epoch]
+        earlier = [(e, s) for e, s in self.entries if e <= epoch]
+        if not later:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if not earlier:
+            return epoch, later[0][1]
+        return earlier[-1][0], later[0][1]

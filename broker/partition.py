@@ -62,6 +62,15 @@ class ProposeIsr:
     isr: tuple[str, ...]
     leader_epoch: int
     partition_epoch: int
+    # KIP-903: the broker epoch each follower last fetched with (None: not known).
+    broker_epochs: tuple[tuple[str, int | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class HaltBroker:
+    """Stop this broker (0.10-2.0 handleOffsetOutOfRange: fatal, then exit)."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class Event:
     fields: dict[str, Any]
 
 
-Effect = AppendRecords | TruncateLog | WriteEpochCache | ProposeIsr | Event
+Effect = AppendRecords | TruncateLog | WriteEpochCache | ProposeIsr | HaltBroker | Event
 
 
 @dataclass
@@ -81,6 +90,7 @@ class RemoteReplica:
     last_caught_up_ms: float = 0.0
     last_fetch_ms: float = 0.0
     last_fetch_leader_leo: int = 0
+    broker_epoch: int | None = None  # KIP-903: the epoch its last fetch carried
 
 
 @dataclass
@@ -111,6 +121,10 @@ class Partition:
 
     def __post_init__(self) -> None:
         self.features = features_of(self.protocol)
+        # replica.lag.time.max.ms: the config's, else the release's default (KIP-537).
+        self.lag_time_max_ms = (self.config.replica_lag_time_max_ms
+                                if self.config.replica_lag_time_max_ms is not None
+                                else self.features.default_replica_lag_time_max_ms)
         self.hw = min(self.hw, self.log.leo)
         self._effects: list[Effect] = []
 
@@ -156,8 +170,14 @@ class Partition:
         if leader_epoch < self.leader_epoch:
             return []
         self.replicas = list(replicas)
-        role_changes = leader_epoch > self.leader_epoch or self.leader != leader or (
-            self.role == "none" and leader is not None)
+        new_epoch = leader_epoch > self.leader_epoch
+        role_changes = self.leader != leader or (self.role == "none" and leader is not None)
+        if new_epoch and (leader == self.node or self.features.refollow_on_epoch_change):
+            role_changes = True
+        # Before KAFKA-7164 (2.1) a follower of the same leader only takes the new
+        # epoch: Partition.makeFollower returned false, no truncation, same fetcher.
+        if new_epoch and not role_changes:
+            self.leader_epoch = leader_epoch
         if partition_epoch >= self.partition_epoch:
             old_isr = self.isr
             self.isr = list(isr)
@@ -272,33 +292,68 @@ class Partition:
 
     def fetch_for_replica(self, replica: str, offset: int, last_fetched_epoch: int | None,
                           current_leader_epoch: int | None, max_records: int,
-                          now: float) -> tuple[dict[str, Any], list[Effect]]:
-        """Serve a follower's fetch; the fetch offset is the follower's LEO."""
-        if self.role != "leader":
-            return {"error": "NOT_LEADER_OR_FOLLOWER"}, []
-        err = self._check_fencing(current_leader_epoch, replica)
-        if err:
-            return {"error": err, "leader_epoch": self.leader_epoch}, self._take()
-        if replica not in self.replicas or replica == self.node:
-            return {"error": "INVALID_REQUEST"}, []
-        if (self.features.truncation == "diverging_epoch" and last_fetched_epoch is not None
-                and last_fetched_epoch >= 0 and offset > 0):
-            epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log.leo)
-            if epoch != last_fetched_epoch or end < offset:
-                return {"error": None, "records": [], "hw": self.hw, "leo": self.log.leo,
-                        "diverging_epoch": {"epoch": epoch, "end_offset": end}}, self._take()
-        if offset > self.log.leo:
-            return {"error": "OFFSET_OUT_OF_RANGE", "leo": self.log.leo}, []
-        self._update_remote(replica, offset, now)
+                          now: float, replica_epoch: int | None = None
+                          ) -> tuple[dict[str, Any], list[Effect]]:
+        """Serve a follower's fetch; the fetch offset is the follower's LEO.
+
+        As Kafka's ReplicaManager.fetchMessages: read first, then update what the
+        leader knows of the follower (its LEO, the ISR, the HW). So the answer
+        carries the HW as it was before this fetch moved it, and the follower
+        learns a new HW one fetch round after the data (seed 001).
+        """
+        resp = self._read_for_replica(replica, offset, last_fetched_epoch,
+                                      current_leader_epoch, max_records)
+        if resp.get("error") or "diverging_epoch" in resp:
+            return resp, self._take()
+        self._update_remote(replica, offset, now, replica_epoch)
         self._maybe_expand_isr(replica)
         self._maybe_advance_hw()
+        return resp, self._take()
+
+    def reread_for_replica(self, replica: str, offset: int, last_fetched_epoch: int | None,
+                           current_leader_epoch: int | None,
+                           max_records: int) -> tuple[dict[str, Any], list[Effect]]:
+        """A delayed fetch completing (Kafka's DelayedFetch.onComplete): read again,
+        with the HW as it is now, without updating the follower's fetch state again."""
+        resp = self._read_for_replica(replica, offset, last_fetched_epoch,
+                                      current_leader_epoch, max_records)
+        return resp, self._take()
+
+    def _read_for_replica(self, replica: str, offset: int, last_fetched_epoch: int | None,
+                          current_leader_epoch: int | None, max_records: int) -> dict[str, Any]:
+        # KIP-320: the epoch fence comes before the leadership check
+        # (Partition.getLocalReplica at 2.1.0).
+        err = self._check_fencing(current_leader_epoch, replica)
+        if err:
+            return {"error": err, "leader_epoch": self.leader_epoch}
+        if self.role != "leader":
+            return {"error": "NOT_LEADER_OR_FOLLOWER"}
+        if replica not in self.replicas or replica == self.node:
+            return {"error": "INVALID_REQUEST"}
+        if (self.features.truncation == "diverging_epoch" and last_fetched_epoch is not None
+                and last_fetched_epoch >= 0 and offset > 0):
+            epoch, end = self._end_offset(last_fetched_epoch)
+            if epoch != last_fetched_epoch or end < offset:
+                return {"error": None, "records": [], "hw": self.hw, "leo": self.log.leo,
+                        "diverging_epoch": {"epoch": epoch, "end_offset": end}}
+        if offset > self.log.leo:
+            return {"error": "OFFSET_OUT_OF_RANGE", "leo": self.log.leo}
         records = self.log.read(offset, self.log.leo, max_records)
         return {"error": None, "records": [list(r) for r in records], "hw": self.hw,
-                "leo": self.log.leo}, self._take()
+                "leo": self.log.leo}
 
-    def _update_remote(self, replica: str, offset: int, now: float) -> None:
+    def _end_offset(self, epoch: int) -> tuple[int, int]:
+        """This release's LeaderEpochFileCache.endOffsetFor (leader and follower alike)."""
+        if self.features.epoch_answer == "kip279":
+            return self.epoch_cache.end_offset_v20(epoch, self.log.leo)
+        return self.epoch_cache.end_offset_for(epoch, self.log.leo)
+
+    def _update_remote(self, replica: str, offset: int, now: float,
+                       replica_epoch: int | None = None) -> None:
         remote = self.remotes.setdefault(replica, RemoteReplica(last_caught_up_ms=now))
         remote.leo = offset
+        if replica_epoch is not None:
+            remote.broker_epoch = replica_epoch
         # Kafka's rule: caught up now if the fetch reached our LEO; caught up as of
         # the previous fetch if it reached the LEO we had then.
         if offset >= self.log.leo:
@@ -327,7 +382,12 @@ class Partition:
 
     def _propose_isr(self, isr: list[str]) -> None:
         self.pending_isr = tuple(isr)
-        self._effects.append(ProposeIsr(self.pending_isr, self.leader_epoch, self.partition_epoch))
+        epochs: tuple[tuple[str, int | None], ...] = ()
+        if self.features.alter_partition_broker_epochs:
+            epochs = tuple((r, self.remotes[r].broker_epoch if r in self.remotes else None)
+                           for r in isr if r != self.node)
+        self._effects.append(ProposeIsr(self.pending_isr, self.leader_epoch, self.partition_epoch,
+                                        epochs))
 
     def isr_proposal_failed(self) -> None:
         """The controller did not take our AlterPartition; try again on a later tick."""
@@ -337,7 +397,7 @@ class Partition:
         """Time passes: shrink the ISR of followers that fell behind."""
         if self.role != "leader" or self.pending_isr is not None:
             return self._take()
-        lag_ms = self.config.replica_lag_time_max_ms
+        lag_ms = self.lag_time_max_ms
         lag_max = self.config.replica_lag_max_messages
         out = []
         for r in self.isr:
@@ -347,6 +407,9 @@ class Partition:
             if remote is None:
                 continue
             stuck = now - remote.last_caught_up_ms > lag_ms
+            if (self.features.caught_up_at_leader_leo and remote.leo is not None
+                    and remote.leo == self.log.leo):
+                stuck = False  # KAFKA-7152: at the leader's LEO, silent or not
             too_far = (lag_max is not None and remote.leo is not None
                        and self.log.leo - remote.leo > lag_max)
             if stuck or too_far:
@@ -371,15 +434,15 @@ class Partition:
         answer = self.features.epoch_answer
         if answer == "none":
             return {"error": "INVALID_REQUEST"}, []
-        if self.role != "leader":
-            return {"error": "NOT_LEADER_OR_FOLLOWER"}, []
         err = self._check_fencing(current_leader_epoch, "offsets-for-leader-epoch")
         if err:
             return {"error": err}, self._take()
+        if self.role != "leader":
+            return {"error": "NOT_LEADER_OR_FOLLOWER"}, []
         if answer == "kip101":
             end = self.epoch_cache.end_offset_v011(epoch, self.log.leo)
             return {"error": None, "leader_epoch": UNDEFINED_EPOCH, "end_offset": end}, []
-        e, end = self.epoch_cache.end_offset_for(epoch, self.log.leo)
+        e, end = self._end_offset(epoch)
         return {"error": None, "leader_epoch": e, "end_offset": end}, []
 
     # -- follower side -------------------------------------------------------------
@@ -434,7 +497,7 @@ class Partition:
         if leader_epoch == UNDEFINED_EPOCH:
             self._truncate(min(leader_end, leo), "leader-epoch", rule)
             return True
-        my_epoch, my_end = self.epoch_cache.end_offset_for(leader_epoch, leo)
+        my_epoch, my_end = self._end_offset(leader_epoch)
         if my_end == UNDEFINED_OFFSET:
             self._truncate(min(leader_end, leo), "leader-epoch", rule)
             return True
@@ -454,6 +517,16 @@ class Partition:
         if err == "OFFSET_OUT_OF_RANGE":
             leader_leo = resp.get("leo", 0)
             if leader_leo < self.log.leo:
+                if (self.features.offset_out_of_range_halts
+                        and not self.config.unclean_leader_election_enable):
+                    # 0.10-2.0 handleOffsetOutOfRange: truncating would lose data
+                    # unclean election is off for, so the broker exits instead.
+                    self._emit("halt", reason="offset-out-of-range", leader_leo=leader_leo,
+                               leo=self.log.leo)
+                    self._effects.append(HaltBroker(
+                        f"leader {self.leader}'s LEO {leader_leo} is below this replica's "
+                        f"LEO {self.log.leo} and unclean leader election is off"))
+                    return self._take()
                 self._truncate(leader_leo, "offset-out-of-range", "offset_out_of_range")
             return self._take()
         if err:

@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
+from .netdelay import DelayRules, parse_rules
 from .protocol import features
 from .wire import MAX_LINE, decode, encode, parse_addr
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
 MAX_EVENTS_PER_ANSWER = 2000
 
 
@@ -51,19 +56,54 @@ class NetBlock:
 
     def __init__(self) -> None:
         self.peers: set[str] = set()
+        # The `delay` nemesis (broker/netdelay.py): held links, one FIFO per link.
+        self.delays = DelayRules()
+        self._links: dict[tuple[str, str], asyncio.Lock] = {}
+        self.on_event: Callable[..., None] | None = None  # the process's EventLog.add
 
     def set(self, peers: list[str]) -> dict[str, Any]:
         self.peers = set(peers)
         return {"error": None, "blocked": sorted(self.peers)}
 
+    def set_delays(self, raw: list[dict[str, Any]]) -> dict[str, Any]:
+        """The `net-delay` admin request: replace the delay rules ([] delivers
+        everything held, in order)."""
+        try:
+            rules = parse_rules(raw, _now_ms())
+        except ValueError as e:
+            return {"error": "INVALID_REQUEST", "message": str(e)}
+        self.delays.set(rules)
+        return {"error": None, "delays": len(rules)}
+
     async def deliver(self, msg: dict[str, Any], handler: Handler) -> dict[str, Any]:
         """Answer ``msg`` unless its sender is blocked -- before or after handling it:
         a long-polling fetch that started before the partition must not carry
-        records across it."""
+        records across it. A delayed link holds the request before it is handled
+        and the answer after."""
+        await self.hold(msg, "in")
         await self.drop_if_blocked(msg)
         resp = await handler(msg)
         await self.drop_if_blocked(msg)
+        await self.hold(msg, "out")
         return resp
+
+    async def hold(self, msg: dict[str, Any], direction: str) -> None:
+        """Wait while a delay rule holds this message; messages held on one link
+        leave in the order they came (asyncio.Lock wakes its waiters in order)."""
+        peer = msg.get("replica_id") or msg.get("id")
+        rtype = str(msg.get("type", ""))
+        if peer is None or self.delays.release_at(peer, direction, rtype, _now_ms()) is None:
+            return
+        link = self._links.setdefault((peer, direction), asyncio.Lock())
+        async with link:
+            self._event("delay-held", peer=peer, direction=direction, request=rtype)
+            while self.delays.release_at(peer, direction, rtype, _now_ms()) is not None:
+                await asyncio.sleep(0.01)
+            self._event("delay-delivered", peer=peer, direction=direction, request=rtype)
+
+    def _event(self, type_: str, **fields: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(type_, **fields)
 
     async def drop_if_blocked(self, msg: dict[str, Any]) -> None:
         sender = msg.get("replica_id") or msg.get("id")

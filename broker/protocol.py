@@ -12,7 +12,7 @@ versions live here; `contract` re-exports them for the rest of isrlab.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal, get_args, get_type_hints
 
@@ -26,13 +26,24 @@ Truncation = Literal[
                                  # names the diverging epoch and where it ends
 ]
 
-# How a leader answers OffsetsForLeaderEpoch(epoch).
+# How a leader answers OffsetsForLeaderEpoch(epoch) (LeaderEpochFileCache.endOffsetFor).
 EpochAnswer = Literal[
-    "none",    # 0.10: no such request (INVALID_REQUEST)
-    "kip101",  # 0.11, KIP-101: end offset only (LEO for the latest epoch, else the start
-               # of the first later epoch); the answer's epoch is UNDEFINED
-    "kip279",  # 2.0, KIP-279: (largest epoch <= the one asked, its end offset)
+    "none",       # 0.10: no such request (INVALID_REQUEST)
+    "kip101",     # 0.11.0, KIP-101: end offset only, epoch UNDEFINED: LEO for the latest
+                  # epoch, else the start of the first later epoch; UNDEFINED offset when
+                  # there is no later epoch or the epoch is below the first
+    "kip279",     # 2.0.0, KIP-279: (largest epoch <= the one asked, its end offset), but
+                  # (-1, -1) above the latest or below the first epoch (the KAFKA-7415 gap)
+    "kafka7415",  # 2.1.0, KAFKA-7415: below the first epoch -> (asked epoch, first start)
 ]
+
+# Who keeps broker liveness and the partition state (KIP-500; KRaft production-ready
+# in 3.3, KIP-833). The model uses ZooKeeper up to 2.7 and KRaft from 3.7, because
+# KIP-841 and KIP-903 (modelled from 3.7) are KRaft controller rules.
+Quorum = Literal["zookeeper", "kraft"]
+
+# replica.lag.time.max.ms default: 10 s until 2.4, 30 s from 2.5 (KIP-537).
+LagTimeDefault = Literal[10_000, 30_000]
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,7 @@ class Features:
     # diverging epoch in the Fetch response (then the follower sends its last fetched
     # epoch on every fetch and the leader checks it).
     truncation: Truncation
-    # See EpochAnswer: 0.10 none / 0.11 KIP-101 / 2.0 KIP-279.
+    # See EpochAnswer: 0.10 none / 0.11 KIP-101 / 2.0 KIP-279 / 2.1 KAFKA-7415.
     epoch_answer: EpochAnswer
     # 2.0, KIP-279: the follower compares the answered epoch with its own and asks
     # again about an older epoch until both agree (several OffsetsForLeaderEpoch
@@ -57,7 +68,7 @@ class Features:
     epoch_iteration: bool
     # 2.1, KIP-320: Fetch and OffsetsForLeaderEpoch carry the sender's current leader
     # epoch; the leader answers FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH
-    # (newer than its own).
+    # (newer than its own), checked before NOT_LEADER (Partition.getLocalReplica).
     leader_epoch_fencing: bool
     # 2.1, KAFKA-7415: a new leader adds (its epoch, its LEO) to the epoch cache when
     # it becomes leader, not on its first append.
@@ -68,6 +79,32 @@ class Features:
     # 3.7, KAFKA-15583: the leader's HW does not advance while the ISR is smaller
     # than min.insync.replicas.
     hw_frozen_below_min_isr: bool
+    # 2.1, KAFKA-7164: a follower restarts truncation on a new leader epoch even when
+    # the leader is the same; before, Partition.makeFollower returned false (no
+    # truncation, fetcher untouched) unless the leader changed.
+    refollow_on_epoch_change: bool
+    # 0.10-2.0: a leader LEO below the follower's, with unclean election off, stops
+    # the follower's broker (ReplicaFetcherThread.handleOffsetOutOfRange, fatal +
+    # exit); 2.1, KAFKA-7414: never fatal, the follower truncates to the leader's LEO.
+    offset_out_of_range_halts: bool
+    # 2.1, KAFKA-7152: a follower whose LEO equals the leader's is never out of sync,
+    # even when it has not fetched for replica.lag.time.max.ms.
+    caught_up_at_leader_leo: bool
+    # The replica.lag.time.max.ms a broker uses when the config does not set it.
+    default_replica_lag_time_max_ms: LagTimeDefault
+    # See Quorum: how a second incarnation of a live broker is refused.
+    quorum: Quorum
+    # 3.3, KIP-841: the controller refuses an AlterPartition that adds a fenced or
+    # shutting-down broker to the ISR (INELIGIBLE_REPLICA).
+    fenced_replicas_kept_out_of_isr: bool
+    # 3.5, KIP-903: a follower's fetch carries its broker epoch and AlterPartition
+    # names it; the controller refuses a stale incarnation (INELIGIBLE_REPLICA).
+    alter_partition_broker_epochs: bool
+    # 4.0, KIP-966: eligible leader replicas. Below min.insync.replicas the members
+    # that leave the ISR stay electable in the ELR (the ISR may become empty); a
+    # broker registering after an unclean shutdown (no clean-shutdown marker) leaves
+    # ISR and ELR; with ISR and ELR empty the last known leader may lead again.
+    eligible_leader_replicas: bool
 
     def __post_init__(self) -> None:
         for f, kind in get_type_hints(Features).items():
@@ -77,19 +114,63 @@ class Features:
                 raise ValueError(f"Features.{f} must be one of {allowed}, got {value!r}")
 
 
-# One row per version, oldest first; `latest` is the newest row. Columns in the
-# order of the fields above: leader_epochs, truncation, epoch_answer,
-# epoch_iteration, leader_epoch_fencing, epoch_on_become_leader,
-# isr_join_waits_for_epoch_start, hw_frozen_below_min_isr.
+# One row per Kafka release line, oldest first; each row is the one before it plus
+# the rules that release brought (checked against apache/kafka at the tag, see
+# docs/protocol-versions.md). `latest` is an alias of the newest row.
+_V0_10 = Features(  # 0.10.2.0
+    leader_epochs=False, truncation="hw", epoch_answer="none", epoch_iteration=False,
+    leader_epoch_fencing=False, epoch_on_become_leader=False,
+    isr_join_waits_for_epoch_start=False, hw_frozen_below_min_isr=False,
+    refollow_on_epoch_change=False, offset_out_of_range_halts=True,
+    caught_up_at_leader_leo=False, default_replica_lag_time_max_ms=10_000,
+    quorum="zookeeper", fenced_replicas_kept_out_of_isr=False,
+    alter_partition_broker_epochs=False, eligible_leader_replicas=False)
+_V0_11 = replace(  # 0.11.0.0
+    _V0_10, leader_epochs=True,                            # KIP-101
+    truncation="offsets_for_leader_epoch",                 # KIP-101
+    epoch_answer="kip101")                                 # KIP-101
+_V2_0 = replace(  # 2.0.0
+    _V0_11, epoch_answer="kip279", epoch_iteration=True)   # KIP-279
+_V2_1 = replace(  # 2.1.0
+    _V2_0, leader_epoch_fencing=True,                      # KIP-320 (KAFKA-7395)
+    epoch_answer="kafka7415", epoch_on_become_leader=True,  # KAFKA-7415
+    isr_join_waits_for_epoch_start=True,                   # KAFKA-7128
+    refollow_on_epoch_change=True,                         # KAFKA-7164
+    offset_out_of_range_halts=False,                       # KAFKA-7414
+    caught_up_at_leader_leo=True)                          # KAFKA-7152
+_V2_7 = replace(  # 2.7.0
+    _V2_1, truncation="diverging_epoch",                   # KAFKA-10554 (KIP-595)
+    default_replica_lag_time_max_ms=30_000)                # KIP-537 (2.5)
+_V3_7 = replace(  # 3.7.0
+    _V2_7, hw_frozen_below_min_isr=True,                   # KAFKA-15583
+    quorum="kraft",                                        # KIP-500, KIP-833 (3.3)
+    fenced_replicas_kept_out_of_isr=True,                  # KIP-841 (3.3)
+    alter_partition_broker_epochs=True)                    # KIP-903 (3.5)
+_V4_0 = replace(  # 4.0 (trunk, see docs/protocol-versions.md)
+    _V3_7, eligible_leader_replicas=True)                  # KIP-966
+
 FEATURES: Mapping[str, Features] = MappingProxyType({
-    #                  epochs truncation                  answer    iter   fence  lead   join   hw
-    "0.10":   Features(False, "hw",                       "none",   False, False, False, False, False),  # noqa: E501
-    "0.11":   Features(True,  "offsets_for_leader_epoch", "kip101", False, False, False, False, False),  # noqa: E501
-    "2.0":    Features(True,  "offsets_for_leader_epoch", "kip279", True,  False, False, False, False),  # noqa: E501
-    "latest": Features(True,  "diverging_epoch",          "kip279", True,  True,  True,  True,  True),   # noqa: E501
+    "0.10": _V0_10,
+    "0.11": _V0_11,
+    "2.0": _V2_0,
+    "2.1": _V2_1,
+    "2.7": _V2_7,
+    "3.7": _V3_7,
+    "4.0": _V4_0,
+    "latest": _V4_0,
 })
 
+# The alias and the version it names; every other key of FEATURES is a release.
+ALIASES: Mapping[str, str] = MappingProxyType({"latest": "4.0"})
+# Every name a cluster config may give, oldest first, the alias last.
 PROTOCOLS = tuple(FEATURES)
+# The releases alone (what a matrix runs: `latest` would repeat the newest).
+VERSIONS = tuple(v for v in FEATURES if v not in ALIASES)
+
+
+def canonical(protocol: str) -> str:
+    """The release a version name stands for (`latest` -> the newest)."""
+    return ALIASES.get(protocol, protocol)
 
 
 def features(protocol: str) -> Features:

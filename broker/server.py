@@ -24,6 +24,7 @@ from .partition import (
     AppendRecords,
     Effect,
     Event,
+    HaltBroker,
     Partition,
     ProposeIsr,
     TruncateLog,
@@ -51,9 +52,19 @@ class Broker:
         self.config = BrokerConfig.from_dict(cluster.get("broker"))
         self.peers: dict[str, str] = dict(cluster["brokers"])
         self.incarnation = os.urandom(6).hex()
+        self.broker_epoch = -1  # given by the controller at registration
+        self.halt: asyncio.Event | None = None  # set by amain; HaltBroker sets it
+        self.exit_status = 0
         self.events = EventLog(node)
         self.net = NetBlock()
+        self.net.on_event = self.events.add
         self.store = BrokerStore(data_dir)
+        # KIP-966: the epoch a clean shutdown left behind, used once (a later crash
+        # must not look clean).
+        marker = self.store.clean_shutdown.value
+        self.previous_broker_epoch = int(marker) if isinstance(marker, int) else -1
+        if marker is not None:
+            self.store.clean_shutdown.write(None)
         self.ctl = AsyncConnection(controller)
         self.ctl_alter = AsyncConnection(controller)  # ISR changes must not wait on heartbeats
         self.cluster_states: list[dict[str, Any]] = []
@@ -117,6 +128,12 @@ class Broker:
                 self._spawn(self._alter_partition(key, eff))
             elif isinstance(eff, Event):
                 self.events.add(eff.type, **eff.fields)
+            elif isinstance(eff, HaltBroker):
+                # Kafka's fatal + exit: shutdown hooks run (a controlled shutdown).
+                log.critical("exiting: %s", eff.reason)
+                self.exit_status = 1
+                if self.halt is not None:
+                    self.halt.set()
         if effects:
             self._notify()
         p = self.partitions[key]
@@ -157,7 +174,12 @@ class Broker:
             if registered:
                 msg["type"] = "heartbeat"
             else:
-                msg.update(type="register", addr=self.advertise)
+                # A process registering again (the controller restarted) proves its
+                # own epoch; a fresh one shows its clean-shutdown marker, if any.
+                previous = (self.broker_epoch if self.broker_epoch >= 0
+                            else self.previous_broker_epoch)
+                msg.update(type="register", addr=self.advertise,
+                           previous_broker_epoch=previous)
             try:
                 resp = await self.ctl.request(msg, timeout=1.0)
             except WireError as e:
@@ -167,9 +189,14 @@ class Broker:
             if resp.get("error") == "UNKNOWN_BROKER":
                 registered = False
                 continue
-            if resp.get("error"):
+            if resp.get("error") in ("NODE_EXISTS", "DUPLICATE_BROKER_REGISTRATION"):
+                # Our previous incarnation's session is still alive: wait it out.
+                log.debug("registration refused (%s)", resp["error"])
+            elif resp.get("error"):
                 log.warning("controller answered %s", resp)
             else:
+                if not registered and "broker_epoch" in resp:
+                    self.broker_epoch = int(resp["broker_epoch"])
                 registered = True
                 self._apply_metadata(resp)
             await asyncio.sleep(interval)
@@ -190,7 +217,7 @@ class Broker:
         p = self.partitions[key]
         msg = {"type": "alter-partition", "id": self.node, "topic": key[0], "partition": key[1],
                "leader_epoch": eff.leader_epoch, "partition_epoch": eff.partition_epoch,
-               "isr": list(eff.isr)}
+               "isr": list(eff.isr), "broker_epochs": dict(eff.broker_epochs)}
         try:
             if "controller" in self.net.peers:
                 await asyncio.sleep(2.0)
@@ -225,6 +252,8 @@ class Broker:
                         conn.close()
                     conn = AsyncConnection(addr)
                 gen = req["generation"]
+                if p.features.alter_partition_broker_epochs:
+                    req["replica_epoch"] = self.broker_epoch  # KIP-903
                 if req["type"] == "offsets-for-leader-epoch":
                     self.events.add("epoch-request-sent", topic=key[0], partition=key[1],
                                     leader=p.leader, leader_epoch=p.leader_epoch,
@@ -264,6 +293,9 @@ class Broker:
         if t == "net-block":
             self.events.add("net-block", peers=sorted(msg["peers"]))
             return self.net.set(msg["peers"])
+        if t == "net-delay":
+            self.events.add("net-delay", rules=msg["rules"])
+            return self.net.set_delays(msg["rules"])
         if t == "status":
             return self.status()
         if t == "events":
@@ -323,7 +355,7 @@ class Broker:
     async def _replica_fetch(self, key: Key, p: Partition, msg: dict[str, Any]) -> dict[str, Any]:
         args = (msg["replica_id"], int(msg["offset"]), msg.get("last_fetched_epoch"),
                 msg.get("current_leader_epoch"), int(msg.get("max_records", 500)))
-        resp, effects = p.fetch_for_replica(*args, _now())
+        resp, effects = p.fetch_for_replica(*args, _now(), msg.get("replica_epoch"))
         self.apply(key, effects)
         if resp.get("error") or resp.get("records") or resp.get("diverging_epoch"):
             return resp
@@ -335,7 +367,8 @@ class Broker:
             if remaining <= 0:
                 break
             await self._wait_changed(remaining)
-        resp, effects = p.fetch_for_replica(*args, _now())
+        # DelayedFetch.onComplete: read again (the HW may have moved), no new update.
+        resp, effects = p.reread_for_replica(*args)
         self.apply(key, effects)
         return resp
 
@@ -366,12 +399,17 @@ class Broker:
 
     async def shutdown(self) -> None:
         """Kafka's controlled shutdown, then flush and checkpoint."""
+        clean = False
         try:
-            await self.ctl.request({"type": "shutdown", "id": self.node}, timeout=2.0)
+            resp = await self.ctl.request({"type": "shutdown", "id": self.node,
+                                           "incarnation": self.incarnation}, timeout=2.0)
+            clean = not resp.get("error")
         except WireError:
             pass
         self.flush()
         self.checkpoint_hw()
+        if clean and self.broker_epoch >= 0:
+            self.store.clean_shutdown.write(self.broker_epoch)
         self.store.close()
 
 
@@ -380,6 +418,7 @@ async def amain(args: Any, stop: asyncio.Event) -> None:
     broker = Broker(args.id, args.advertise or args.listen, args.data_dir, args.controller,
                     cluster)
     server = await serve(args.listen, broker.handle)
+    broker.halt = stop
     loops = [asyncio.create_task(c) for c in
              (broker.heartbeat_loop(), broker.tick_loop(), broker.hw_checkpoint_loop())]
     await stop.wait()
@@ -389,6 +428,8 @@ async def amain(args: Any, stop: asyncio.Event) -> None:
         task.cancel()
     server.close()
     await broker.shutdown()
+    if broker.exit_status:
+        raise SystemExit(broker.exit_status)
 
 
 def main() -> None:

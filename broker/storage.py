@@ -21,6 +21,7 @@ SIDECAR = ".fsynced"
 LOG_FILE = "log.jsonl"
 EPOCH_FILE = "leader-epoch-checkpoint"
 HW_FILE = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -184,6 +185,8 @@ class BrokerStore:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.partitions: dict[tuple[str, int], PartitionStore] = {}
         self.hw_checkpoint = Journal(data_dir / HW_FILE)
+        # KIP-966's clean-shutdown marker: the broker epoch of a clean shutdown.
+        self.clean_shutdown = Journal(data_dir / CLEAN_SHUTDOWN_FILE)
 
     def partition(self, topic: str, partition: int) -> PartitionStore:
         key = (topic, partition)
@@ -206,6 +209,7 @@ class BrokerStore:
         for store in self.partitions.values():
             store.close()
         self.hw_checkpoint.file.close()
+        self.clean_shutdown.file.close()
 
 
 def drop_unsynced(data_dir: Path | str) -> dict[str, int]:

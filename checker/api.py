@@ -124,6 +124,7 @@ def _result(
     figs: dict[str, Any],
     master: str,
     spark_version: str,
+    shuffle_partitions: int,
 ) -> RunResult:
     expect = rd.expect
     anomalies: list[dict[str, Any]] = []
@@ -165,7 +166,8 @@ def _result(
         "figures": figs,
         "notes": _notes(rd, sources, v.unjudged),
         "checked_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "checker": {"spark": spark_version, "master": master},
+        "checker": {"spark": spark_version, "master": master,
+                    "shuffle_partitions": shuffle_partitions},
     }
     write_check(rd.path, anomalies, summary)
     return RunResult(
@@ -287,7 +289,8 @@ def check_runs(
             assert spark is not None
             results.append(_result(runs[key], job.found[key], job.sources[key],
                                    job.figures.get(key, {}), spark.sparkContext.master,
-                                   spark.version))
+                                   spark.version,
+                                   int(spark.conf.get("spark.sql.shuffle.partitions"))))
     if results_table is not None:
         say(f"appending results to {results_table}")
         write_results(spark or get_session(master), results, Path(results_table))

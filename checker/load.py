@@ -248,6 +248,8 @@ def _history_cols(runs: dict[str, RunDir]) -> list[Column]:
         j["error"].alias("error"),
         j["records"].alias("records"),
         j["hw"].alias("hw"),
+        j["node"].alias("node"),
+        j["epoch"].alias("epoch"),
     ]
 
 

@@ -27,6 +27,8 @@ HISTORY = T.StructType(
         T.StructField("error", T.StringType()),
         T.StructField("records", T.ArrayType(T.ArrayType(T.LongType()))),
         T.StructField("hw", T.LongType()),
+        T.StructField("node", T.StringType()),
+        T.StructField("epoch", T.LongType()),
         T.StructField(CORRUPT, T.StringType()),
     ]
 )
@@ -87,6 +89,7 @@ PY_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
         "offset": (int,),
         "records": (list,),
         "hw": (int,),
+        "epoch": (int,),
     },
     "log": {
         "topic": (str,),

@@ -15,14 +15,17 @@ is one line naming the master, and leaves no JVM behind.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.java_gateway import launch_gateway
@@ -80,6 +83,33 @@ def driver_memory() -> str:
     return f"{min(32, max(2, total // 2 // (1 << 30)))}g"
 
 
+def cds_archive() -> Path:
+    """The driver JVM's class-data-sharing archive: the ~15,000 classes Spark loads
+    for a check, pre-parsed (JVM start 4.2 -> 2.5 s, a cold check's first query ~3 s
+    less; bench/README.md). One per Spark installation and Java; ~170 MB. Written by
+    the warm checker server when it exits (checker.server), used by every JVM after."""
+    import pyspark
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isrlab"
+    key = f"{pyspark.__file__} {pyspark.__version__} {os.environ.get('JAVA_HOME', '')}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return cache / f"spark-classes-{digest}.jsa"
+
+
+def cds_flags() -> list[str]:
+    """JVM flags to use the archive if there is one, or to write it when this JVM
+    exits (ISRLAB_CDS_DUMP names the file: only the server sets it). A JVM that
+    cannot use an archive (another JDK, a JDK without a base archive) ignores it."""
+    quiet = "-Xlog:cds=off,cds+dynamic=off"
+    dump = os.environ.get("ISRLAB_CDS_DUMP")
+    if dump:
+        return [f"-XX:ArchiveClassesAtExit={dump}", quiet]
+    archive = cds_archive()
+    if archive.is_file():
+        return [f"-XX:SharedArchiveFile={archive}", quiet]
+    return []
+
+
 def driver_log_path() -> str:
     """Where the Spark driver JVM's stdout/stderr go (one file per user, appended)."""
     return os.path.join(tempfile.gettempdir(), f"isrlab-spark-driver-{os.getuid()}.log")
@@ -87,13 +117,29 @@ def driver_log_path() -> str:
 
 def local_parallelism(master: str) -> int | None:
     """Shuffle partitions and default parallelism for a ``local[n]`` master: two per
-    core (4 on local[2], as measured there). None for a cluster's master: Spark's
-    own, whose adaptive execution coalesces small shuffle partitions."""
+    core (4 on local[2], as measured there). None for a cluster's master: there
+    they follow its executors' cores (_cluster_parallelism)."""
     m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
     if m is None:
         return None
     cores = m.group(1) or "1"
     return 2 * ((os.cpu_count() or 1) if cores == "*" else int(cores))
+
+
+EXECUTOR_WAIT_S = 30.0
+
+
+def _cluster_parallelism(session: SparkSession) -> int:
+    """Shuffle partitions on a cluster: two per core its executors have, once the
+    first executors registered (up to EXECUTOR_WAIT_S), as local_parallelism is
+    for local[n]; Spark's constant 200 would be thousands of empty tasks for a
+    small batch."""
+    sc = session.sparkContext
+    deadline = time.monotonic() + EXECUTOR_WAIT_S
+    # The driver's own block manager is one entry; executors are the rest.
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return 2 * max(1, sc.defaultParallelism)
 
 
 def master_url(master: str | None = None) -> str:
@@ -244,6 +290,7 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
         # generated code for the wide parse-and-validate stages has some: let it
         # (~3% at 10M operations).
         jvm = f"-Dlog4j2.configurationFile=file:{_log4j_file()} -XX:-DontCompileHugeMethods"
+        jvm += "".join(f" {flag}" for flag in cds_flags())
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not
             # been validated with; the checker does not use pandas through Spark.
@@ -300,6 +347,8 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
                     _discard_gateway()
                 raise SparkMasterError(f"cannot start Spark on master {master}: {why}") from None
         session.sparkContext.setLogLevel("ERROR")
+        if parallelism is None:
+            session.conf.set("spark.sql.shuffle.partitions", str(_cluster_parallelism(session)))
         _session, _session_master = session, master
         return session
 
@@ -334,3 +383,32 @@ def release(spark: SparkSession) -> None:
     spark.catalog.clearCache()
     for rdd in list(spark.sparkContext._jsc.getPersistentRDDs().values()):
         rdd.unpersist()
+
+
+def shutdown(timeout: float = 120.0) -> None:
+    """Stop the session and let the driver JVM this process launched exit by itself
+    (not killed: a JVM writing a class-data archive does so on its way out), waiting
+    up to ``timeout`` seconds for it."""
+    global _session, _session_master
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session, _session_master = None, None
+        gateway = SparkContext._gateway
+        proc = getattr(gateway, "proc", None)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        if gateway is not None:
+            try:
+                gateway.shutdown()
+            except Exception:  # noqa: BLE001 - the JVM may be gone already
+                pass
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()  # Spark's gateway server exits at the end of its stdin
+        try:
+            proc.wait(timeout)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: do not hang on it
+            proc.kill()
+            proc.wait()

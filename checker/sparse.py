@@ -4,9 +4,10 @@ figures need.
 
 Sends are nearly all of a history; polls are few but carry many records. This
 keeps every poll line -- an ok poll summarised (first and last record, size,
-HW), with its records only where checker.facts saw it climb unevenly (a skip, a
-repeat or a reorder: the only places an ordering anomaly can start inside a
-poll) -- every nemesis op, and every send that did not succeed.
+HW, the serving node and leader epoch), with its records only where
+checker.facts saw it climb unevenly (a skip, a repeat or a reorder: the only
+places an ordering anomaly can start inside a poll) -- every nemesis op, and
+every send that did not succeed.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def sparse_rows(spark, history: DataFrame, uneven: set[tuple]) -> DataFrame:
             "offset",
             "error",
             "hw",
+            "node",
+            "epoch",
             F.when(poll, n).alias("n"),
             F.when(poll & (n > 0), first[0]).alias("first_offset"),
             F.when(poll & (n > 0), first[1]).alias("first_value"),

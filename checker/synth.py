@@ -94,11 +94,19 @@ class RunBuilder:
         records: list[tuple[int, int]],
         hw: int | None = None,
         partition: int = 0,
+        *,
+        node: str | None = None,
+        epoch: int | None = None,
     ) -> RunBuilder:
+        """An invoke and its ok completion. ``node`` and ``epoch``: the leader that
+        served it and its leader epoch, written only when given (a history from
+        before polls carried them)."""
         base = {"topic": self.topic, "partition": partition, "offset": offset}
         self._op(process, "invoke", "poll", **base)
         hw = hw if hw is not None else (records[-1][0] + 1 if records else offset)
-        self._op(process, "ok", "poll", **base, records=[list(r) for r in records], hw=hw)
+        served = {k: v for k, v in (("node", node), ("epoch", epoch)) if v is not None}
+        self._op(process, "ok", "poll", **base, records=[list(r) for r in records], hw=hw,
+                 **served)
         return self
 
     def final_read(self, values: list[int], partition: int = 0) -> RunBuilder:

@@ -46,7 +46,8 @@ CLIENT_FS = ("send", "poll")
 # Nemesis ops. "stop" (SIGTERM, a clean shutdown) is isrlab's addition to the
 # original design's list.
 PROCESS_FAULTS = ("kill", "start", "stop", "pause", "resume", "power-cycle")
-NETWORK_FAULTS = ("partition", "heal")
+# `delay` holds messages between nodes, `deliver` sends what is held (heal too).
+NETWORK_FAULTS = ("partition", "heal", "delay", "deliver")
 NEMESIS_FS = PROCESS_FAULTS + NETWORK_FAULTS
 FINAL_PROCESS = "final"
 NEMESIS_PROCESS = "nemesis"

@@ -24,13 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from checker.api import RunResult, check_runs, write_junit
+from checker import client
+from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
 from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER, check_master
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
-from harness import reaper
+from harness import cli_chaos, cli_checker, reaper
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
 from harness.collect import collect_crashed, owner_gone
@@ -123,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--force", action="store_true",
                     help="remove every run's objects, also of runs still going or of "
                          "another host")
+    cli_chaos.register(sub)  # chaos, export, reproduce --runs
+    cli_checker.register(sub)  # checker status|start|stop
+    for parser in (r, c):
+        cli_checker.add_no_server_flag(parser)
     return p
 
 
@@ -147,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     try:
+        for module in (cli_chaos, cli_checker):
+            done = module.dispatch(args)
+            if done is not None:
+                return done
         if args.command == "scenarios":
             return cmd_scenarios()
         if args.command == "reproduce":
@@ -223,6 +232,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.backend == "docker":
         # Image builds report progress on stderr unless the user asked for quiet.
         options["quiet"] = args.quiet
+    # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
+    client.prestart(use_server=cli_checker.use_server(args))
     record = run_scenario(
         scenario,
         RunOptions(protocol=args.protocol, backend=args.backend, seed=args.seed,
@@ -239,8 +250,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                        incomplete=True)
     progress.line("checking ...")
     try:
-        result = _interruptible(check_runs, [record.run_dir],
-                                progress=lambda m: progress.line(f"  {m}"))[0]
+        result = _interruptible(client.check, [record.run_dir],
+                                progress=lambda m: progress.line(f"  {m}"),
+                                use_server=cli_checker.use_server(args))[0]
     except CheckerError as e:
         return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
     except CheckInterrupted as e:
@@ -334,8 +346,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         run_dirs = discover(list(args.paths))
         check_master(args.master)  # before a crashed run is collected for nothing
         _collect_crashed_runs(run_dirs, progress)
-        results = _interruptible(check_runs, list(args.paths), master=args.master,
-                                 progress=progress.line, results_table=args.results)
+        results = _interruptible(client.check, list(args.paths), master=args.master,
+                                 progress=progress.line, results_table=args.results,
+                                 use_server=cli_checker.use_server(args))
     except CheckerError as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code

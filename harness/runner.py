@@ -26,13 +26,14 @@ from harness.errors import HarnessError, Interrupted, RunIncomplete
 from harness.events import EventsCollector
 from harness.observe import Observer, wait_for
 from harness.owner import Owner
-from harness.progress import Progress
+from harness.progress import Progress, StatusTicker
 from harness.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
-from harness.scenario import Scenario
+from harness.scenario import Scenario, workload_partitions
 from harness.steps import StepContext, StepRunner
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
-from workloads.consumer import Consumer, ConsumerThread
+from workloads.consumer import Consumer
+from workloads.continuous import ContinuousWorkload
 from workloads.history import History
 from workloads.producer import Producer, Values
 
@@ -46,6 +47,14 @@ class RunOptions:
     seed: int | None = None
     runs_dir: Path = Path("runs")
     backend_options: dict[str, Any] = field(default_factory=dict)
+    # More run.json fields, written when the run starts (a chaos run's `chaos`
+    # block); they override the scenario's (a chaos run has `scenario: null`).
+    meta: dict[str, Any] = field(default_factory=dict)
+    # Every this many seconds, one status line (ops/s, faults, time left) while
+    # the steps run; None: none. `status_prefix` starts it ("run 2/3").
+    status_every: float | None = None
+    status_prefix: str = ""
+    time_limit: float | None = None  # for "time left" in the status line
 
 
 @dataclass
@@ -77,7 +86,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # killed right after writing it leaves a (empty) prefix the checker can read.
     history = History(run.history, clock)
     collector = EventsCollector(backend, clock, run.events)
-    run.write_meta(
+    meta = dict(
         scenario=scenario.name,
         scenario_file=str(scenario.path),
         description=scenario.description,
@@ -103,13 +112,16 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         # Who runs it: a "running" run whose owner is gone crashed (`isrlab collect`).
         owner=Owner.this_process().as_record(),
     )
+    meta.update(opts.meta)
+    run.write_meta(**meta)
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
                   f"on {opts.backend} (seed {seed})")
     nemesis = Nemesis(backend, history, before_fault=collector.drain,
                       on_window=lambda w: _window(progress, w))
     error: HarnessError | None = None
     labels: dict[str, list[int]] = {}
-    consumers: list[ConsumerThread] = []
+    background: ContinuousWorkload | None = None
+    ticker: StatusTicker | None = None
     observer = Observer(backend, collector)
     try:
         reaper.release()
@@ -122,16 +134,24 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
                                         if backend.is_reachable(n)})
         w = scenario.workload
-        for i in range(w["consumers"]):
-            consumers.append(ConsumerThread(Consumer(client, history, 2 + i, w["topic"],
-                                                     w["partition"])))
-            consumers[-1].start()
+        values = Values()
+        if w["consumers"] or w["producers"]:
+            background = ContinuousWorkload(
+                client, history, values, partitions=workload_partitions(w, spec.topics),
+                producers=w["producers"], consumers=w["consumers"], rate=w["rate"],
+                seed=w.get("seed", seed), acks=w["acks"], timeout_ms=w["timeout_ms"],
+                retry_ms=w["retry_ms"])
+            background.start()
+        if opts.status_every is not None:
+            ticker = StatusTicker(progress, opts.status_every, opts.status_prefix,
+                                  background, nemesis, opts.time_limit)
+            ticker.start()
         ctx = StepContext(
             backend=backend, history=history, nemesis=nemesis, observer=observer,
             producer=Producer(client, history, 0, acks=w["acks"], timeout_ms=w["timeout_ms"],
                               retry_ms=w["retry_ms"]),
             consumer=Consumer(client, history, 1, w["topic"], w["partition"]),
-            values=Values(), progress=progress, labels=labels,
+            values=values, progress=progress, labels=labels, background=background,
         )
         runner = StepRunner(ctx, str(scenario.path))
         for step in steps:
@@ -151,9 +171,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         # leave run.json "running" and the cluster to the atexit reaper (on Docker,
         # its volumes removed before any `isrlab collect`). Raised once it is closed.
         reaper.hold()
+        if ticker is not None:
+            ticker.stop()
         observer.close()
-        for c in consumers:
-            c.stop()
+        if background is not None:
+            background.stop()
         # Replicas are collected even from a failed run: its prefix is still
         # worth checking and reading.
         try:

@@ -14,6 +14,7 @@ from typing import Any
 
 from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
+from broker.protocol import ALIASES, VERSIONS, canonical
 from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import UsageError
@@ -24,6 +25,7 @@ from harness.yamlloc import LocMap, load
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+DEFAULT_RATE = 100  # background sends per second, over all producers
 
 
 @dataclass
@@ -47,10 +49,22 @@ class Scenario:
                            controller_config=dict(self.controller_config))
 
     def expect_for(self, protocol: str) -> list[str]:
-        return list(self.expect[protocol])
+        """What `protocol` expects: its own entry, else the nearest older one's
+        ("X+": an entry holds from its release on); `latest` is the newest release."""
+        return list(resolve_expect(self.expect, protocol))
 
     def steps_for(self, protocol: str) -> list[Step]:
         return [s for s in self.steps if s.applies_to(protocol)]
+
+
+def resolve_expect(expect: dict[str, list[str]], protocol: str) -> list[str]:
+    """The entry of `protocol` in a sparse expect table (aliases resolved)."""
+    by_release = {canonical(k): v for k, v in expect.items()}
+    release = canonical(protocol)
+    for v in reversed(VERSIONS[:VERSIONS.index(release) + 1]):
+        if v in by_release:
+            return by_release[v]
+    raise KeyError(protocol)
 
 
 # -- lookup ----------------------------------------------------------------
@@ -166,8 +180,8 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
     m = v.mapping(raw, doc.line_of("workload"), "workload") if raw is not None else LocMap()
     if raw is None:
         m.line, m.key_lines = doc.line, {}
-    v.keys(m, ("acks", "timeout_ms", "retry_ms", "topic", "partition", "consumers"),
-           "workload")
+    v.keys(m, ("acks", "timeout_ms", "retry_ms", "topic", "partition", "consumers",
+               "producers", "rate", "partitions", "seed"), "workload")
     w = {
         "acks": v.acks(m.get("acks", "all"), m.line_of("acks")),
         "timeout_ms": v.integer(m.get("timeout_ms", 5000), m.line_of("timeout_ms"),
@@ -176,9 +190,27 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
         "topic": m.get("topic", topics[0]["name"]),
         "partition": v.integer(m.get("partition", 0), m.line_of("partition"), "partition"),
         "consumers": v.integer(m.get("consumers", 0), m.line_of("consumers"), "consumers"),
+        # The continuous background workload (workloads.continuous): producers
+        # sending at `rate` per second in all, over `partitions`.
+        "producers": v.integer(m.get("producers", 0), m.line_of("producers"), "producers"),
+        "rate": v.seconds(m.get("rate", DEFAULT_RATE), m.line_of("rate"), "rate"),
+        "partitions": m.get("partitions", "one"),
     }
+    if "seed" in m:  # the background workload's choices; default: the run's seed
+        w["seed"] = v.integer(m["seed"], m.line_of("seed"), "seed")
+    if w["partitions"] not in ("one", "all"):
+        raise v.err(m.line_of("partitions"), "partitions must be one (the workload's topic "
+                                             f"and partition) or all, got {w['partitions']!r}")
     check_topic_partition(v, m.line_of("topic"), topics, w["topic"], w["partition"])
     return w
+
+
+def workload_partitions(workload: dict[str, Any],
+                        topics: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """The (topic, partition)s the background producers and consumers use."""
+    if workload.get("partitions") == "all":
+        return [(t["name"], p) for t in topics for p in range(t["partitions"])]
+    return [(workload["topic"], workload["partition"])]
 
 
 def _expect(v: Validator, doc: LocMap) -> dict[str, list[str]]:
@@ -194,10 +226,19 @@ def _expect(v: Validator, doc: LocMap) -> dict[str, list[str]]:
                 raise v.err(m.line_of(k), f"unknown anomaly {kind!r}; known: "
                                           f"{', '.join(ANOMALY_KINDS)}")
         out[k] = list(kinds)
-    missing = [p for p in PROTOCOLS if p not in out]
+    for alias, release in ALIASES.items():
+        if alias in out and release in out and sorted(out[alias]) != sorted(out[release]):
+            raise v.err(m.line_of(alias), f"expect {alias} is {release}: the two entries differ")
+    # An entry holds from its version on ("X+"), so the oldest version must be
+    # given, and the newest (or `latest`) so that what it expects is said.
+    newest = [VERSIONS[-1], *[a for a, r in ALIASES.items() if r == VERSIONS[-1]]]
+    missing = [p for p in (VERSIONS[0],) if p not in out]
+    if not any(n in out for n in newest):
+        missing.append(f"{newest[-1]} (or {VERSIONS[-1]})")
     if missing:
-        raise v.err(doc.line_of("expect"), f"expect must list every protocol version; missing: "
-                            f"{', '.join(missing)} (use [] for none)")
+        raise v.err(doc.line_of("expect"), f"expect must list the oldest and the newest protocol "
+                            f"version (a version not listed expects what the nearest older "
+                            f"one does); missing: {', '.join(missing)} (use [] for none)")
     return out
 
 

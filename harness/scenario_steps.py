@@ -10,14 +10,19 @@ from contract import NETWORK_FAULTS, PROCESS_FAULTS, PROTOCOLS
 from harness.backends.base import CONTROLLER
 from harness.validate import Validator, check_topic_partition, empty_map
 from harness.yamlloc import LocMap, LocSeq
-from nemesis import grudges
+from nemesis import delays, grudges
 
 ADMIN_OPS = ("flush", "checkpoint-hw")
 # "not-ok": fail or info -- a write that must not be acknowledged, however it ends.
 OUTCOMES = ("ok", "fail", "info", "not-ok", "any")
-STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", *PROCESS_FAULTS,
-              *NETWORK_FAULTS)
+# `sleep` and `recover` carry the timed fault schedules of chaos runs (harness.chaos)
+# and the scenarios exported from them (harness.export).
+STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", "sleep", "recover",
+              *PROCESS_FAULTS, *NETWORK_FAULTS)
 PARTITION_SHAPES = ("isolate", "split", "halves", "bridge", "cut")
+# The requests between nodes a `delay` may be limited to (broker/PROTOCOL.md).
+DELAY_REQUESTS = ("replica-fetch", "offsets-for-leader-epoch", "register", "heartbeat",
+                  "alter-partition", "shutdown")
 STEP_MODIFIERS = ("protocols", "note")
 # Broker status fields a wait may test; the controller's status has a subset
 # (leader, leader_epoch, isr, partition_epoch).
@@ -53,10 +58,25 @@ class Step:
     def describe(self) -> str:
         a = self.args
         if self.kind in PROCESS_FAULTS:
+            if "nodes" not in a:  # a chaos target, resolved when it runs
+                return f"{self.kind} the leader of {a['topic']}/{a['partition']}"
             return f"{self.kind} {', '.join(a['nodes'])}"
         if self.kind == "partition":
+            if "grudge" not in a:
+                return (f"partition ({a['shape']} the leader of {a['topic']}/"
+                        f"{a['partition']})")
             return f"partition ({a['shape']}): " + "; ".join(
                 f"{n} cut from {','.join(peers)}" for n, peers in a["grudge"].items())
+        if self.kind == "delay":
+            held = f" ({', '.join(a['requests'])})" if a.get("requests") else ""
+            how = f"for {a['for']:g}s" if a.get("for") is not None else "until deliver/heal"
+            return f"delay {','.join(a['from'])} -> {','.join(a['to'])}{held} {how}"
+        if self.kind == "sleep":
+            if "until" in a:
+                return f"sleep until {a['until']:g}s after the first step"
+            return f"sleep {a['seconds']:g}s"
+        if self.kind == "recover":
+            return "recover (heal, resume paused and start stopped brokers)"
         if self.kind == "produce":
             label = f" {a['label']}" if a.get("label") else ""
             return f"produce {a['n']}{label} (acks {a['acks']}, expect {a['expect']})"
@@ -119,10 +139,17 @@ def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
                topics: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
     if kind in PROCESS_FAULTS:
         return {"nodes": v.nodes(raw, line, brokers, kind)}
-    if kind == "heal":
+    if kind == "delay":
+        return _delay_args(v, raw, line, brokers)
+    if kind in ("heal", "recover", "deliver"):
         if raw is not None:
-            raise v.err(line, "heal takes no arguments")
+            raise v.err(line, f"{kind} takes no arguments")
         return {}
+    if kind == "sleep":
+        if isinstance(raw, LocMap):
+            v.keys(raw, ("until",), "sleep", required=("until",))
+            return {"until": v.seconds(raw["until"], raw.line_of("until"), "sleep until")}
+        return {"seconds": v.seconds(raw, line, "sleep")}
     if kind == "partition":
         return _partition_args(v, raw, line, brokers)
     if kind == "final-read":
@@ -265,3 +292,31 @@ def _partition_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> di
     if sum(len(s) for s in sides) != len({n for s in sides for n in s}):
         raise v.err(at, "split: a node is in more than one group")
     return {"shape": f"split {sides}", "grudge": grudges.split(sides, nodes)}
+
+
+def _delay_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[str, Any]:
+    """`delay: {from: B, to: controller, for: 2s, requests: [alter-partition]}`;
+    without `for` the messages are held until `deliver` or `heal`."""
+    m = v.mapping(raw, line, "delay")
+    v.keys(m, ("from", "to", "for", "requests"), "delay", required=("from", "to"))
+    frm = v.nodes(m["from"], m.line_of("from"), brokers, "from", allow_controller=True)
+    to = v.nodes(m["to"], m.line_of("to"), brokers, "to", allow_controller=True)
+    if set(frm) & set(to):
+        raise v.err(line, "delay: a node cannot be both in from and to")
+    seconds = None
+    if "for" in m:
+        raw_for = m["for"]
+        if isinstance(raw_for, str) and raw_for.endswith("s"):
+            raw_for = raw_for[:-1]
+        seconds = v.seconds(raw_for, m.line_of("for"), "for")
+    requests = None
+    if "requests" in m:
+        rl = m["requests"]
+        requests = [rl] if isinstance(rl, str) else list(v.seq(rl, m.line_of("requests"),
+                                                                "requests"))
+        for r in requests:
+            if r not in DELAY_REQUESTS:
+                raise v.err(m.line_of("requests"), f"unknown request {r!r}; known: "
+                                                   f"{', '.join(DELAY_REQUESTS)}")
+    return {"from": frm, "to": to, "for": seconds, "requests": requests,
+            "plan": delays.plan(frm, to, seconds, requests)}

@@ -9,6 +9,7 @@ while still seeing an event that happened before the wait began.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,9 @@ from harness.observe import Observer, wait_for
 from harness.progress import Progress
 from harness.scenario_steps import Step
 from nemesis.faults import Nemesis
+from nemesis.schedule import grudge_for
 from workloads.consumer import Consumer, FinalReadError, final_read
+from workloads.continuous import ContinuousWorkload
 from workloads.history import History
 from workloads.producer import Producer, Values
 
@@ -52,6 +55,10 @@ class StepContext:
     progress: Progress
     labels: dict[str, list[int]] = field(default_factory=dict)
     action_started: int = 0  # ns since run start of the latest non-wait step
+    # The continuous background workload (workload `producers`/`consumers`): it
+    # stops before the final read, so the read sees every send completed.
+    background: ContinuousWorkload | None = None
+    steps_started: float | None = None  # time.monotonic() when the first step began
 
 
 class StepRunner:
@@ -64,19 +71,62 @@ class StepRunner:
         started = ctx.history.clock.now()
         if step.kind != "wait":
             ctx.action_started = started
-        ctx.progress.line(f"step {step.index} (line {step.line}): {step.describe()}")
+        if ctx.steps_started is None:
+            ctx.steps_started = time.monotonic()
+        if step.kind != "sleep":  # a schedule's sleeps would drown its faults
+            where = f" (line {step.line})" if step.line else ""
+            ctx.progress.line(f"step {step.index}{where}: {step.describe()}")
         try:
             if step.kind in PROCESS_FAULTS:
-                ctx.nemesis.invoke(step.kind, step.args["nodes"])
+                ctx.nemesis.invoke(step.kind, self._targets(step.args))
             elif step.kind == "partition":
-                ctx.nemesis.partition(step.args["grudge"])
+                grudge = step.args.get("grudge")
+                if grudge is None:  # isolate / cut-controller of a leader, drawn now
+                    grudge = grudge_for(step.args["shape"], self._targets(step.args),
+                                        ctx.backend.brokers)
+                ctx.nemesis.partition(grudge)
             elif step.kind == "heal":
                 ctx.nemesis.heal()
+            elif step.kind == "delay":
+                a = step.args
+                spec = {k: a[k] for k in ("from", "to", "for", "requests") if a[k] is not None}
+                ctx.nemesis.delay(spec, a["plan"])
+            elif step.kind == "deliver":
+                ctx.nemesis.deliver()
+            elif step.kind == "recover":
+                for op in ctx.nemesis.heal_all():
+                    ctx.progress.line(f"  recovered: {op['f']} {_value(op['value'])}")
             else:
                 getattr(self, "_" + step.kind.replace("-", "_"))(step, started)
         except RunIncomplete as e:
             raise RunIncomplete(f"{self.where}:{step.line}: step {step.index} "
                                 f"({step.describe()}): {e}") from e
+
+    def _targets(self, a: dict[str, Any]) -> list[str]:
+        """A fault's nodes: as given, or (a chaos `leader` target) the broker the
+        controller names as the partition's leader now -- if none does (an
+        election under way), its first replica, so the schedule still runs."""
+        if "nodes" in a:
+            return list(a["nodes"])
+        st = self.ctx.observer.partition(CONTROLLER, a["topic"], a["partition"])
+        leader = st.get("leader") if st is not None else None
+        if leader not in self.ctx.backend.brokers:
+            for t in self.ctx.backend.spec.topics:
+                if t["name"] == a["topic"]:
+                    leader = t["replicas"][a["partition"]][0]
+            self.ctx.progress.line(f"  no leader of {a['topic']}/{a['partition']} known; "
+                                   f"targeting {leader}")
+        return [leader]
+
+    def _sleep(self, step: Step, started: int) -> None:
+        a, ctx = step.args, self.ctx
+        if "until" in a:
+            assert ctx.steps_started is not None
+            delay = ctx.steps_started + a["until"] - time.monotonic()
+        else:
+            delay = a["seconds"]
+        if delay > 0:
+            time.sleep(delay)  # on the main thread: Ctrl-C interrupts it
 
     # -- workload ----------------------------------------------------------
 
@@ -162,9 +212,12 @@ class StepRunner:
 
     def _final_read(self, step: Step, started: int) -> None:
         ctx = self.ctx
+        if ctx.background is not None:
+            ctx.progress.line("  stopping the background workload")
+            ctx.background.stop()
         if step.args["heal"]:
             for op in ctx.nemesis.heal_all():
-                ctx.progress.line(f"  healed: {op['f']} {', '.join(op['value'])}")
+                ctx.progress.line(f"  healed: {op['f']} {_value(op['value'])}")
         for topic in ctx.backend.spec.topics:
             for partition, replicas in enumerate(topic["replicas"]):
                 leader, addr = self._await_converged(topic["name"], partition, replicas,
@@ -206,6 +259,10 @@ class StepRunner:
                     or p.get("leo") != lp.get("leo"):
                 return None
         return leader, self.ctx.backend.address(leader)
+
+
+def _value(v: Any) -> str:
+    return ", ".join(v) if isinstance(v, list) else str(v)
 
 
 def _outcome_matches(expect: str, outcome: str) -> bool:

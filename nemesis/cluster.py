@@ -8,7 +8,7 @@ act on one node each; network faults replace or undo the whole partition.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -60,5 +60,14 @@ class Cluster(Protocol):
         ...
 
     def heal(self) -> None:
-        """Undo every partition."""
+        """Undo every partition and end every delay."""
+        ...
+
+    def delay(self, plan: dict[str, list[dict[str, Any]]]) -> None:
+        """Hold messages between nodes (nemesis.delays.plan: node -> its rules)
+        until the rules end, then deliver them in order; adds to earlier delays."""
+        ...
+
+    def deliver(self) -> None:
+        """End every delay: deliver what is held, in order."""
         ...

@@ -52,6 +52,7 @@ class Nemesis:
         self.before_fault = before_fault
         self.on_window = on_window
         self.windows: list[FaultWindow] = []
+        self.delaying = False  # a `delay` is in force (heal or deliver ends it)
 
     def invoke(self, f: str, nodes: list[str]) -> dict[str, Any]:
         """A process fault on each of `nodes`, as one op pair."""
@@ -76,9 +77,25 @@ class Nemesis:
 
         def apply() -> None:
             self.cluster.heal()
+            self.delaying = False
             self._close(lambda w: w.kind == "partitioned")
 
         return self._recorded("heal", None, apply)
+
+    def delay(self, spec: dict[str, Any], plan: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        """Hold messages between nodes (`spec` as the scenario step gives it, the
+        op's value; `plan` its per-process rules, nemesis.delays.plan)."""
+        def apply() -> None:
+            self.cluster.delay(plan)
+            self.delaying = True
+        return self._recorded("delay", spec, apply)
+
+    def deliver(self) -> dict[str, Any]:
+        """Deliver every held message, in order, and stop delaying."""
+        def apply() -> None:
+            self.cluster.deliver()
+            self.delaying = False
+        return self._recorded("deliver", None, apply)
 
     def _recorded(self, f: str, value: Any, apply: Callable[[], Any]) -> dict[str, Any]:
         inv = self.history.invoke(NEMESIS_PROCESS, f, value)
@@ -132,7 +149,8 @@ class Nemesis:
     def heal_all(self) -> list[dict[str, Any]]:
         """Heal partitions, resume paused nodes, start stopped ones (before a final read)."""
         ops = []
-        if any(w.kind == "partitioned" and w.end is None for w in self.windows):
+        if self.delaying or any(w.kind == "partitioned" and w.end is None
+                                for w in self.windows):
             ops.append(self.heal())
         paused = [n for n in self.cluster.brokers if self.cluster.is_paused(n)]
         if paused:

@@ -15,6 +15,11 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
 
+# Tests check in their own process (and `isrlab` subprocesses inherit this): a warm
+# checker server would outlive the suite. tests/test_checker_server.py turns it on
+# in a private state directory.
+os.environ["ISRLAB_CHECKER_SERVER"] = "0"
+
 
 # The local backend's node addresses: the controller on 127.0.0.1, broker i on
 # 127.0.0.(i+2), all on one port (harness.backends.local).
@@ -34,10 +39,10 @@ def free_port() -> int:
     raise RuntimeError("no port free on every 127.0.0.x node address")
 
 
-def descendants(pid: int) -> list[int]:
+def descendants(pid: int, spark_too: bool = False) -> list[int]:
     """Every live process whose parent chain reaches pid (from /proc), except the
     Spark driver JVM an earlier checker test may have started in this session
-    (it lives as long as the test process, by design)."""
+    (it lives as long as the test process, by design) -- unless ``spark_too``."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -49,7 +54,7 @@ def descendants(pid: int) -> list[int]:
                 spark = b"org.apache.spark.deploy.SparkSubmit" in f.read()
         except OSError:
             continue
-        if fields[0] == "Z" or spark:
+        if fields[0] == "Z" or (spark and not spark_too):
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
     out, todo = [], [pid]

@@ -151,9 +151,38 @@ def poll_skip(root: Path) -> RunBuilder:
 
 
 def hw_regression(root: Path) -> RunBuilder:
+    """The HW served by leader A drops within its leader epoch 1."""
     rb, final = base(root, "hw-regression")
-    rb.poll(1, 0, [(0, 1)], hw=5)
-    rb.poll(1, 1, [(1, 2)], hw=3)
+    rb.poll(1, 0, [(0, 1)], hw=5, node="A", epoch=1)
+    rb.poll(1, 1, [(1, 2)], hw=3, node="A", epoch=1)
+    return finish(rb, final)
+
+
+def hw_drop_leader_change(root: Path) -> RunBuilder:
+    """The same drop across a leader change (A in epoch 1, then B in epoch 2): a new
+    leader's HW may lag the old one's (KAFKA-2334), not an anomaly."""
+    rb, final = base(root, "hw-drop-leader-change")
+    rb.poll(1, 0, [(0, 1)], hw=5, node="A", epoch=1)
+    rb.poll(1, 1, [(1, 2)], hw=3, node="B", epoch=2)
+    rb.poll(1, 2, [(2, 3)], hw=4, node="B", epoch=2)
+    return finish(rb, final)
+
+
+def hw_regression_mixed(root: Path) -> RunBuilder:
+    """Process 2 polls A (epoch 1), B (epoch 2), then A again, still serving epoch 1
+    with a lower HW than before: flagged against its earlier epoch-1 poll. Old
+    polls without an epoch: process 3's drop at one node A is flagged, process 4's
+    from A to B is not, process 5's (no node either) is not compared."""
+    rb, final = base(root, "hw-regression-mixed")
+    rb.poll(2, 0, [(0, 1)], hw=8, node="A", epoch=1)
+    rb.poll(2, 1, [(1, 2)], hw=6, node="B", epoch=2)
+    rb.poll(2, 2, [(2, 3)], hw=7, node="A", epoch=1)
+    rb.poll(3, 0, [(0, 1)], hw=9, node="A")
+    rb.poll(3, 1, [(1, 2)], hw=4, node="A")
+    rb.poll(4, 0, [(0, 1)], hw=9, node="A")
+    rb.poll(4, 1, [(1, 2)], hw=4, node="B")
+    rb.poll(5, 0, [(0, 1)], hw=9)
+    rb.poll(5, 1, [(1, 2)], hw=4)
     return finish(rb, final)
 
 
@@ -225,6 +254,8 @@ def _batch_builders() -> list[Callable[[Path], RunBuilder | Generated]]:
         lambda r: no_final_read(r, "no-final"),
         divergence_with_events,
         resent,
+        hw_drop_leader_change,
+        hw_regression_mixed,
         *BUILDERS.values(),
         clean_100k,
         Generated,

@@ -61,8 +61,35 @@ def test_poll_skip(checked_batch: dict[str, RunResult]) -> None:
 
 
 def test_hw_regression(checked_batch: dict[str, RunResult]) -> None:
+    r = checked_batch["hw-regression"]
     w = only(checked_batch, "hw-regression")
-    assert (w["before"]["hw"], w["after"]["hw"]) == (5, 3)
+    assert (w["before"]["hw"], w["after"]["hw"], w["epoch"]) == (5, 3, 1)
+    assert (w["before"]["node"], w["after"]["node"]) == ("A", "A")
+    assert "in leader epoch 1" in r.anomalies[0]["explanation"]
+
+
+def test_hw_drop_across_a_leader_change_is_not_flagged(
+    checked_batch: dict[str, RunResult],
+) -> None:
+    # KAFKA-2334: a new leader's HW may lag the previous leader's.
+    r = checked_batch["hw-drop-leader-change"]
+    assert (r.verdict, r.anomalies) == ("valid", [])
+
+
+def test_hw_regression_stale_leader_and_old_histories(
+    checked_batch: dict[str, RunResult],
+) -> None:
+    r = checked_batch["hw-regression-mixed"]
+    assert {a["kind"] for a in r.anomalies} == {"hw-regression"}
+    by_process = {a["witness"]["process"]: a for a in r.anomalies}
+    assert sorted(by_process) == ["2", "3"]
+    stale = by_process["2"]["witness"]
+    # Compared with its earlier poll of epoch 1, not with epoch 2's in between.
+    assert (stale["epoch"], stale["before"]["hw"], stale["after"]["hw"]) == (1, 8, 7)
+    old = by_process["3"]
+    assert old["witness"]["epoch"] is None
+    assert (old["witness"]["before"]["hw"], old["witness"]["after"]["hw"]) == (9, 4)
+    assert "same node A" in old["explanation"]
 
 
 def test_clean_100k_yields_nothing(checked_batch: dict[str, RunResult]) -> None:

@@ -125,7 +125,7 @@ def test_port_range_past_65535(tmp_path: Path, backend: str) -> None:
     """Docker maps one host port per node from --port (3 nodes here: controller, A,
     B); the local backend needs only --port itself. Checked before any engine is
     asked, so no Docker is needed for the docker case."""
-    args = ("kip101-hw-truncation-loss", "--protocol", "0.10", "--backend", backend,
+    args = ("kip279-unclean-divergence", "--protocol", "0.10", "--backend", backend,
             "--runs-dir", str(tmp_path))
     if backend == "docker":
         line = quick_usage_error(*args, "--port", "65534")

@@ -5,8 +5,8 @@ from broker.controller_core import ControllerCore
 TOPICS = [{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}]
 
 
-def core(unclean=False, timeout=1000) -> ControllerCore:
-    c = ControllerCore(TOPICS, timeout, unclean)
+def core(unclean=False, timeout=1000, protocol="3.7", min_isr=1) -> ControllerCore:
+    c = ControllerCore(TOPICS, timeout, unclean, protocol=protocol, min_insync_replicas=min_isr)
     for b in "ABC":
         c.register(b, f"{b}1", f"{b}:1", 0)
     return c
@@ -35,15 +35,36 @@ def test_session_timeout_elects_from_isr_and_bumps_epoch():
     assert any(e["type"] == "leader-elected" and e["leader"] == "B" for e in c.events)
 
 
-def test_restart_within_session_timeout_keeps_isr_membership():
-    c = core()
-    c.register("B", "B2", "B:1", 500)    # B restarted: new incarnation, same session window
-    assert not c.heartbeat("B", "B1", 600), "the old process is gone"
+def test_restart_within_session_is_refused_until_the_old_session_ends():
+    """ZooKeeper era (2.0.0 KafkaZkClient.registerBroker: the old ephemeral node
+    lives until its session expires): a restarted broker does not keep its ISR
+    seat; the controller first handles the old incarnation's death."""
+    c = core(protocol="2.0")
+    assert c.register("B", "B2", "B:1", 500) == ("NODE_EXISTS", -1)
     assert state(c)[2] == ["A", "B", "C"]
+    for b in "AC":
+        c.heartbeat(b, f"{b}1", 900)
+    err, _ = c.register("B", "B2", "B:1", 1001)   # the old session ended at 1000
+    assert err is None
+    assert state(c)[2] == ["A", "C"], "the dead incarnation left the ISR"
+
+
+def test_restarted_leader_does_not_lead_again_in_the_same_epoch():
+    """A leader restarted within its session: its partitions get a new leader (and
+    epoch) before the new incarnation is let in (KRaft 3.7.0
+    ClusterControlManager.registerBroker: DuplicateBrokerRegistrationException
+    while the old registration is unfenced)."""
+    c = core(protocol="3.7")
+    assert c.register("A", "A2", "A:1", 500)[0] == "DUPLICATE_BROKER_REGISTRATION"
+    for b in "BC":
+        c.heartbeat(b, f"{b}1", 900)
+    assert c.register("A", "A2", "A:1", 1001)[0] is None
+    assert state(c) == ("B", 1, ["B", "C"])
 
 
 def test_dead_follower_leaves_isr_but_last_member_stays():
-    c = core()
+    """Without the ELR (ZooKeeper and KRaft before KIP-966) the ISR never empties."""
+    c = core(protocol="3.7")
     c.shutdown("C")
     assert state(c) == ("A", 0, ["A", "B"])
     c.shutdown("B")
@@ -85,11 +106,48 @@ def test_alter_partition_is_validated_by_epochs():
 
 
 def test_restarted_controller_gives_known_brokers_one_session_timeout():
-    c = core()
+    c = core(protocol="4.0")
     saved = c.snapshot()
-    c2 = ControllerCore(TOPICS, 1000, False, saved, now=5000)
+    c2 = ControllerCore(TOPICS, 1000, False, saved, now=5000, protocol="4.0")
     assert state(c2) == ("A", 0, ["A", "B", "C"])
-    c2.register("B", "B1", "B:1", 5100)
-    c2.register("C", "C1", "C:1", 5100)
+    # The same processes register again, proving their own broker epoch (no
+    # unclean shutdown under KIP-966).
+    c2.register("B", "B1", "B:1", 5100, c.broker_epochs["B"])
+    c2.register("C", "C1", "C:1", 5100, c.broker_epochs["C"])
     c2.tick(6001)
     assert state(c2)[:2] == ("B", 1)
+
+
+# -- KIP-966 (4.0): eligible leader replicas ----------------------------------------------
+
+
+def test_elr_isr_may_empty_and_unclean_restart_leaves_elr():
+    """Kafka 4.0 line (trunk) PartitionChangeBuilder: with ELR the ISR may become
+    empty, its members move to the ELR below min ISR; ReplicationControlManager
+    .handleBrokerUncleanShutdown removes an uncleanly restarted broker from the ELR."""
+    c = core(protocol="4.0", min_isr=2)
+    st = c.partitions[("t", 0)]
+    c.alter_partition("t", 0, "A", 0, st.partition_epoch, ["A"])   # B, C fell behind
+    assert (st.isr, st.elr) == (["A"], ["B", "C"])
+    c.shutdown("B")
+    c.shutdown("C")
+    c.tick(5000)                                                   # A's session ends
+    assert (st.leader, st.isr, st.elr) == (None, [], ["A", "B", "C"])
+    assert c.register("A", "A2", "A:1", 5001, -1)[0] is None       # unclean: no marker
+    assert "A" not in st.elr and st.leader is None
+    # B comes back after a clean shutdown (its marker names its epoch): ELR leader.
+    c.register("B", "B2", "B:1", 5002, c.broker_epochs["B"])
+    assert (st.leader, st.isr) == ("B", ["B"])
+
+
+def test_elr_last_known_leader_leads_when_isr_and_elr_are_empty():
+    """Kafka 4.0 line PartitionChangeBuilder.canElectLastKnownLeader (balanced
+    recovery, on by default): with ISR and ELR empty, the last leader may lead."""
+    c = core(protocol="4.0", min_isr=1)
+    c.shutdown("B")
+    c.shutdown("C")
+    c.tick(5000)
+    st = c.partitions[("t", 0)]
+    assert (st.leader, st.isr, st.elr, st.last_known_elr) == (None, [], ["A"], ["A"])
+    c.register("A", "A2", "A:1", 5001, -1)                         # unclean restart
+    assert st.elr == [] and (st.leader, st.isr) == ("A", ["A"])

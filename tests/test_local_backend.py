@@ -14,7 +14,11 @@ from conftest import alive, descendants
 from broker.wire import Connection
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
+from harness.clock import RunClock
 from harness.errors import RunIncomplete, UsageError
+from workloads.client import ClusterClient
+from workloads.consumer import Consumer
+from workloads.history import History, read_history
 
 SPEC = ClusterSpec(protocol="0.11", brokers=["A", "B"],
                    topics=[{"name": "t", "partitions": 1, "replicas": [["A", "B"]]}])
@@ -142,6 +146,14 @@ def test_power_cycle_loses_exactly_the_unsynced_records(backend) -> None:
     assert _produce(backend, leader, 1)["error"] is None
     with Connection(backend.address(leader), timeout=5) as c:
         assert c.request({"type": "flush"})["error"] is None
+    # A consumer's poll of the real broker records the leader epoch that served it.
+    history = History(backend.run_dir / "history.jsonl", RunClock())
+    client = ClusterClient(lambda: {n: backend.address(n) for n in ("A", "B")})
+    op = Consumer(client, history, 1, "t", 0).poll()
+    history.close()
+    epoch = status(backend.address(leader))["partitions"][0]["leader_epoch"]
+    assert (op["type"], op["node"], op["epoch"]) == ("ok", leader, epoch)
+    assert read_history(backend.run_dir / "history.jsonl")[-1]["epoch"] == epoch
     assert _produce(backend, leader, 2)["error"] is None  # written, not fsynced
     backend.kill("B")  # B must not serve the records back after the power cycle
     backend.power_cycle(leader)

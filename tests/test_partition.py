@@ -10,7 +10,9 @@ from broker.log import Log, Record
 from broker.partition import AppendRecords, Event, Partition, ProposeIsr, TruncateLog
 from broker.sim import accept_isr_proposals, fetcher_round
 
-VERSIONS = ["0.10", "0.11", "2.0", "latest"]
+VERSIONS = ["0.10", "0.11", "2.0", "2.1", "2.7", "3.7", "4.0", "latest"]
+# Versions whose followers truncate from the Fetch answer (KAFKA-10554, 2.7).
+ON_FETCH = ("2.7", "3.7", "4.0", "latest")
 
 
 def replica(node: str, protocol: str, records=(), hw: int = 0, replicas=("A", "B"),
@@ -71,7 +73,7 @@ def test_restarted_follower_truncation_step(protocol):
         assert values(b) == ["m0", "m1"], "KIP-101: no truncation without the leader's answer"
         assert not any(isinstance(e, TruncateLog) for e in effects)
         req = b.next_follower_request()
-        kind = "replica-fetch" if protocol == "latest" else "offsets-for-leader-epoch"
+        kind = "replica-fetch" if protocol in ON_FETCH else "offsets-for-leader-epoch"
         assert req["type"] == kind
 
 
@@ -193,8 +195,24 @@ def test_follower_hw_reaches_leader_hw_one_fetch_round_after_the_data():
     assert a.hw == 0, "leader HW waits for every ISR member"
     fetcher_round(b, a)                      # B gets the record, leader HW still 0
     assert (b.log.leo, b.hw, a.hw) == (1, 0, 0)
-    fetcher_round(b, a)                      # B's fetch at 1 moves leader HW; B learns it
+    fetcher_round(b, a)                      # B's fetch at 1 moves leader HW after the read
+    assert (a.hw, b.hw) == (1, 0), "the answer carries the HW from before this fetch"
+    fetcher_round(b, a)                      # one round later B learns it
     assert (a.hw, b.hw) == (1, 1)
+
+
+def test_delayed_fetch_reread_carries_the_new_hw_without_a_second_update():
+    """Kafka 0.10.2.0 ReplicaManager.fetchMessages reads, then
+    updateFollowerLogReadResults; DelayedFetch.onComplete reads again and does not
+    update the follower's fetch state."""
+    a = replica("A", "2.0")
+    lead(a, 0, ["A", "B"])
+    a.append_as_leader(7, "all", 0)
+    resp, _ = a.fetch_for_replica("B", 1, None, None, 10, now=5)
+    assert (resp["hw"], a.hw, resp["records"]) == (0, 1, [])
+    a.remotes["B"].last_fetch_ms = 5
+    again, _ = a.reread_for_replica("B", 1, None, None, 10)
+    assert again["hw"] == 1 and a.remotes["B"].last_fetch_ms == 5
 
 
 def test_follower_hw_is_capped_by_its_own_leo():
@@ -295,9 +313,10 @@ def test_kip320_fencing_on_fetch():
 
 
 def test_offset_out_of_range_truncates_follower_to_leader_leo():
-    a = replica("A", "0.10", [(1, 1)], hw=1)
+    """0.10.2.0 ReplicaFetcherThread.handleOffsetOutOfRange with unclean election on."""
+    a = replica("A", "0.10", [(1, 1)], hw=1, unclean_leader_election_enable=True)
     lead(a, 1, ["A", "B"])
-    b = replica("B", "0.10", [(0, 1), (0, 2)], hw=2)
+    b = replica("B", "0.10", [(0, 1), (0, 2)], hw=2, unclean_leader_election_enable=True)
     follow(b, "A", 1, ["A", "B"])
     effects = sync(b, a)
     assert values(b) == [1]
@@ -307,7 +326,7 @@ def test_offset_out_of_range_truncates_follower_to_leader_leo():
 def test_stale_answers_are_ignored_after_a_role_change():
     a, b = unclean_history("2.0")
     req = b.next_follower_request()
-    follow(b, "A", 5, ["A"])
+    follow(b, "C", 5, ["C"])
     resp, _ = a.offsets_for_leader_epoch(req["leader_epoch_request"], None)
     assert b.on_offsets_for_leader_epoch_response(req["generation"], resp, 0) == []
     assert b.log.leo == 3
@@ -327,7 +346,7 @@ def test_truncate_event_lists_removed_records_and_rule():
     assert ev["removed"] == [[1, 0, "m1"]] and ev["removed_count"] == 1
     assert ev["leader_epoch"] == 0 and ev["topic"] == "t" and ev["partition"] == 0
     # Nothing to remove: still an event, with an empty list.
-    (again,) = truncate_events(follow(b, "A", 1, ["A", "B"]))
+    (again,) = truncate_events(follow(b, "C", 1, ["C", "B"]))
     assert (again["from"], again["to"], again["removed"], again["removed_count"]) == \
         (1, 1, [], 0)
 
@@ -369,9 +388,9 @@ def test_kip279_rounds_each_list_what_they_removed():
 
 
 def test_offset_out_of_range_truncate_event_rule():
-    a = replica("A", "0.10", [(1, 1)], hw=1)
+    a = replica("A", "0.10", [(1, 1)], hw=1, unclean_leader_election_enable=True)
     lead(a, 1, ["A", "B"])
-    b = replica("B", "0.10", [(0, 1), (0, 2)], hw=2)
+    b = replica("B", "0.10", [(0, 1), (0, 2)], hw=2, unclean_leader_election_enable=True)
     follow(b, "A", 1, ["A", "B"])
     ev = truncate_events(sync(b, a))[-1]
     assert (ev["rule"], ev["removed"], ev["removed_count"]) == \

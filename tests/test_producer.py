@@ -157,6 +157,7 @@ def test_consumer_and_final_read_pages(history: History, scripted: MakeScripted)
     c = Consumer(ClusterClient(lambda: {"A": b.addr}), history, 1, "t", 0)
     op = c.poll()
     assert op["records"] == [[0, 100], [1, 101]] and op["hw"] == 5 and c.position == 2
+    assert (op["node"], op["epoch"]) == ("A", 0)  # the reply's leader_epoch
     op = final_read(history, "A", b.addr, "t", 0, page=2)
     assert op["process"] == "final" and op["type"] == "ok" and op["hw"] == 5
     assert op["records"] == [[i, 100 + i] for i in range(5)]

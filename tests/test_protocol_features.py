@@ -20,13 +20,23 @@ from typing import get_args, get_type_hints
 import pytest
 from test_partition import follow, lead, replica, sync, unclean_history, values
 
-from broker.config import ConfigError
-from broker.partition import Event, Partition, ProposeIsr
+from broker.config import BrokerConfig, ConfigError
+from broker.controller_core import ControllerCore
+from broker.log import Record
+from broker.partition import Event, HaltBroker, Partition, ProposeIsr
 from broker.process import load_cluster_config
 from broker.protocol import FEATURES, PROTOCOLS, Features, features
 from broker.sim import fetcher_round
 
 BROKER = Path(__file__).resolve().parent.parent / "broker"
+
+
+def controller(protocol: str, min_isr: int = 1) -> ControllerCore:
+    c = ControllerCore([{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}], 1000,
+                       False, protocol=protocol, min_insync_replicas=min_isr)
+    for b in "ABC":
+        c.register(b, f"{b}1", f"{b}:1", 0)
+    return c
 
 
 def toggled(p: Partition, **change) -> Partition:
@@ -50,7 +60,9 @@ def test_every_row_sets_every_field():
 
 
 def test_protocols_are_the_rows_of_the_table_oldest_first():
-    assert PROTOCOLS == tuple(FEATURES) == ("0.10", "0.11", "2.0", "latest")
+    assert PROTOCOLS == tuple(FEATURES) == ("0.10", "0.11", "2.0", "2.1", "2.7", "3.7", "4.0",
+                                            "latest")
+    assert FEATURES["latest"] is FEATURES["4.0"], "latest is an alias of the newest release"
     for v in PROTOCOLS:
         assert features(v) is FEATURES[v]
         assert replica("A", v).features is FEATURES[v]
@@ -198,7 +210,8 @@ def test_feature_epoch_on_become_leader(on):
     lead(a, 1, ["A"])
     assert a.epoch_cache.entries == ([(0, 0), (1, 1)] if on else [(0, 0)])
     resp, _ = a.offsets_for_leader_epoch(1, None)
-    assert (resp["leader_epoch"], resp["end_offset"]) == ((1, 1) if on else (0, 1))
+    # Off, 2.0's cache answers (-1, -1) for an epoch above its latest: KAFKA-7415.
+    assert (resp["leader_epoch"], resp["end_offset"]) == ((1, 1) if on else (-1, -1))
 
 
 @pytest.mark.parametrize("on", [True, False])
@@ -226,6 +239,111 @@ def test_feature_hw_frozen_below_min_isr(on):
     lead(a, 0, ["A", "B"], pe=1)
     a.fetch_for_replica("B", 1, 0, 0, 10, 0)
     assert a.hw == 1, "min ISR met again: the HW moves in both cases"
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_refollow_on_epoch_change(on):
+    """Kafka 2.1.0 Partition.makeFollower (KAFKA-7164) returns true on a new leader
+    epoch of the same leader, so the follower truncates again; at 0.10.2.0-2.0.0 it
+    returned false unless the leader changed."""
+    b = toggled(replica("B", "0.10", [(0, "m0"), (0, "m1")], hw=1),
+                refollow_on_epoch_change=on)
+    follow(b, "A", 0, ["A", "B"])
+    b.log.append_replicated(Record(1, 0, "m2"))
+    effects = follow(b, "A", 1, ["A", "B"])
+    assert b.leader_epoch == 1
+    assert any(isinstance(e, Event) and e.type == "truncate" for e in effects) is on
+    assert values(b) == (["m0"] if on else ["m0", "m2"]), "HW 1 is where 0.10 truncates"
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_offset_out_of_range_halts(on):
+    """Kafka 0.10.2.0 / 2.0.0 ReplicaFetcherThread.handleOffsetOutOfRange: a leader LEO
+    below the follower's with unclean election off is fatal (the broker exits);
+    2.1.0 AbstractFetcherThread (KAFKA-7414) truncates to the leader's LEO."""
+    a = replica("A", "2.0", [(1, 1)], hw=1)
+    lead(a, 1, ["A", "B"])
+    b = toggled(replica("B", "2.0", [(0, 1), (0, 2)], hw=2), offset_out_of_range_halts=on)
+    b.epoch_cache.entries = []  # no epoch to ask about: straight to fetching at HW 2
+    follow(b, "A", 1, ["A", "B"])
+    r = fetcher_round(b, a)
+    assert r["response"]["error"] == "OFFSET_OUT_OF_RANGE"
+    assert any(isinstance(e, HaltBroker) for e in r["follower_effects"]) is on
+    assert values(b) == ([1, 2] if on else [1])
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_caught_up_at_leader_leo(on):
+    """Kafka 2.1.0 Partition.getOutOfSyncReplicas (KAFKA-7152): a follower at the
+    leader's LEO is not out of sync however long it has been silent."""
+    a = toggled(replica("A", "2.0", [(0, 1)], hw=1, replica_lag_time_max_ms=500),
+                caught_up_at_leader_leo=on)
+    lead(a, 0, ["A", "B"])
+    a.fetch_for_replica("B", 1, None, None, 10, now=0)
+    effects = a.tick(10_000)
+    assert any(isinstance(e, ProposeIsr) for e in effects) is not on
+
+
+@pytest.mark.parametrize(("protocol", "default"), [("2.1", 10_000), ("2.7", 30_000)])
+def test_feature_default_replica_lag_time_max_ms(protocol, default):
+    """KIP-537 (Kafka 2.5.0 KafkaConfig Defaults.ReplicaLagTimeMaxMs): 30 s, 10 s
+    before; a config value wins over either."""
+    assert FEATURES[protocol].default_replica_lag_time_max_ms == default
+    assert Partition("t", 0, "A", protocol, BrokerConfig()).lag_time_max_ms == default
+    assert replica("A", protocol, replica_lag_time_max_ms=500).lag_time_max_ms == 500
+
+
+@pytest.mark.parametrize("quorum", ["zookeeper", "kraft"])
+def test_feature_quorum(quorum):
+    """A second incarnation is refused while the first one's session lives:
+    ZooKeeper (KafkaZkClient.registerBroker, ephemeral node exists) or KRaft 3.7.0
+    ClusterControlManager.registerBroker (DuplicateBrokerRegistrationException)."""
+    c = controller("2.0" if quorum == "zookeeper" else "3.7")
+    assert c.features.quorum == quorum
+    err, _ = c.register("B", "B2", "B:1", 500)
+    assert err == ("NODE_EXISTS" if quorum == "zookeeper" else "DUPLICATE_BROKER_REGISTRATION")
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_fenced_replicas_kept_out_of_isr(on):
+    """KIP-841 (Kafka 3.3, ReplicationControlManager.validateAlterPartitionData):
+    an AlterPartition that adds a fenced or shutting-down broker is refused."""
+    c = controller("2.7")
+    c.features = replace(c.features, fenced_replicas_kept_out_of_isr=on)
+    c.shutdown("C")
+    st = c.partitions[("t", 0)]
+    err, _ = c.alter_partition("t", 0, "A", st.leader_epoch, st.partition_epoch,
+                               ["A", "B", "C"])
+    assert (err == "INELIGIBLE_REPLICA") is on
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_alter_partition_broker_epochs(on):
+    """KIP-903 (Kafka 3.5, ReplicationControlManager.validateAlterPartitionData with
+    AlterPartition v3 broker epochs): a replica whose broker epoch is stale is refused."""
+    c = controller("3.7")
+    c.features = replace(c.features, alter_partition_broker_epochs=on)
+    c.shutdown("C")
+    stale = c.broker_epochs["C"]
+    assert c.register("C", "C2", "C:1", 10) == (None, stale + 1)
+    st = c.partitions[("t", 0)]
+    err, _ = c.alter_partition("t", 0, "A", st.leader_epoch, st.partition_epoch,
+                               ["A", "B", "C"], {"B": c.broker_epochs["B"], "C": stale})
+    assert (err == "INELIGIBLE_REPLICA") is on
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_eligible_leader_replicas(on):
+    """KIP-966 (Kafka 4.0 line, PartitionChangeBuilder.maybePopulateTargetElr /
+    electAnyLeader): with min ISR 2, the ISR shrinks to A and B, C stays in the
+    ELR; when A dies, B leads; without the ELR the ISR is {B}."""
+    c = controller("3.7", min_isr=2)
+    c.features = replace(c.features, eligible_leader_replicas=on)
+    st = c.partitions[("t", 0)]
+    c.alter_partition("t", 0, "A", 0, st.partition_epoch, ["A"])
+    assert st.elr == (["B", "C"] if on else [])
+    c.shutdown("A")
+    assert (st.leader, st.isr) == (("B", ["B"]) if on else (None, ["A"]))
 
 
 # -- no version string outside the table -------------------------------------------------

@@ -48,10 +48,12 @@ def error_of(tmp_path: Path, text: str) -> ScenarioError:
 def test_shipped_scenarios_load() -> None:
     names = {s.name for s in list_scenarios()}
     assert names == {"kip101-hw-truncation-loss", "kip101-power-loss-divergence",
-                     "kip279-unclean-divergence"}
+                     "kip279-unclean-divergence", "kafka-7415-epoch-gap-divergence",
+                     "kip320-stale-metadata-divergence", "last-replica-standing-loss",
+                     "alter-partition-stale-incarnation"}
     for s in list_scenarios():
         assert s.path.stem == s.name
-        assert set(s.expect) == {"0.10", "0.11", "2.0", "latest"}
+        assert {"0.10", "latest"} <= set(s.expect)
         assert s.steps[-1].kind == "final-read"
 
 
@@ -63,6 +65,22 @@ def test_expectations_of_scenarios_md() -> None:
     assert s3.expect_for("2.0") == ["lost-write"]
     assert s3.workload["acks"] == 1
     assert s3.broker_config["unclean.leader.election.enable"] is True
+
+
+def test_expectations_of_scenarios_md_10_to_13() -> None:
+    """SCENARIOS.md §10-§13, with 0.10 as the model gives it (docs/protocol-versions.md)."""
+    want = {
+        "kafka-7415-epoch-gap-divergence": {"2.0": ["divergence", "lost-write"],
+                                            "2.1": ["lost-write"], "latest": ["lost-write"]},
+        "kip320-stale-metadata-divergence": {"2.0": ["divergence"], "2.1": [], "latest": []},
+        "last-replica-standing-loss": {"3.7": ["lost-write"], "4.0": [], "latest": []},
+        "alter-partition-stale-incarnation": {"2.7": ["lost-write"], "3.7": [],
+                                              "latest": []},
+    }
+    for name, per_version in want.items():
+        s = load_scenario(SCENARIO_DIR / f"{name}.yaml")
+        for version, kinds in per_version.items():
+            assert sorted(s.expect_for(version)) == kinds, (name, version)
 
 
 def test_good_file_and_unquoted_versions(tmp_path: Path) -> None:
@@ -153,7 +171,7 @@ def test_character_yaml_refuses_names_the_line(tmp_path: Path) -> None:
 
 def test_find_scenario(tmp_path: Path) -> None:
     assert find_scenario("kip101-hw-truncation-loss").name == "kip101-hw-truncation-loss.yaml"
-    with pytest.raises(UsageError, match="unknown scenario 'nope'; known: kip101"):
+    with pytest.raises(UsageError, match="unknown scenario 'nope'; known: alter-partition"):
         find_scenario("nope")
     with pytest.raises(UsageError, match="no scenario file"):
         find_scenario(str(tmp_path / "missing.yaml"))

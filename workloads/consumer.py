@@ -2,7 +2,8 @@
 
 A poll is a read: it changes nothing on the broker, so any error completes it
 as `fail` (Jepsen treats reads that way). Records go into the history as
-[[offset, value], ...] with the HW the leader reported (docs/run-directory.md).
+[[offset, value], ...] with the HW the leader reported and its leader epoch
+(docs/run-directory.md).
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ class Consumer:
         records = [[r[0], r[2]] for r in reply.get("records", [])]
         if records:
             self.position = records[-1][0] + 1
-        return self.history.complete(inv, OK, records=records, hw=reply.get("hw"), node=node)
+        # The leader epoch that served it: a leader's HW only grows within its epoch,
+        # but a new leader's HW can lag the old one's (KAFKA-2334), so the checker's
+        # hw-regression compares polls of one epoch only.
+        return self.history.complete(inv, OK, records=records, hw=reply.get("hw"), node=node,
+                                     epoch=reply.get("leader_epoch"))
 
 
 class ConsumerThread(threading.Thread):

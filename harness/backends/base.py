@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import admin
 from harness.admin import try_status
 from harness.errors import RunIncomplete, UsageError
+from nemesis import delays
 
 CONTROLLER = "controller"
 LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready
@@ -122,6 +124,9 @@ class Backend(ABC):
     def __init__(self, spec: ClusterSpec, run_dir: Path) -> None:
         self.spec = spec
         self.run_dir = run_dir
+        # Active `delay` plans and when each began (re-sent, shortened, to a node
+        # that restarts while they last).
+        self._delays: list[tuple[delays.DelayPlan, float]] = []
 
     @property
     def brokers(self) -> list[str]:
@@ -233,6 +238,43 @@ class Backend(ABC):
     def heal(self) -> None:
         """Undo every partition."""
         raise NotImplementedError(f"the {self.name} backend cannot partition the network")
+
+    def delay(self, plan: delays.DelayPlan) -> None:
+        """Hold messages between nodes (nemesis.delays.plan), on top of any earlier
+        delay. Every backend does it the same way: each process holds the messages
+        itself (the `net-delay` request, broker/netdelay.py), as neither iptables
+        nor netem can hold a link until told and then deliver in order."""
+        for n in plan:
+            if n not in self.nodes:
+                raise UsageError(f"unknown node {n!r} in delay")
+        self._delays.append((plan, time.monotonic()))
+        for n in plan:
+            self._send_delays(n)
+
+    def deliver(self) -> None:
+        """End every delay: what is held is delivered now, in order."""
+        held = {n for plan, _ in self._delays for n in plan}
+        self._delays = []
+        for n in sorted(held):
+            self._send_delays(n)
+
+    def _current_delays(self, node: str) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        merged: delays.DelayPlan = {}
+        for plan, began in self._delays:
+            merged = delays.merge(merged, delays.remaining(plan, now - began))
+        return merged.get(node, [])
+
+    def _send_delays(self, node: str) -> None:
+        """Give a running node its current delay rules (a node that is down gets
+        them when it starts: backends call this after a start)."""
+        if not self.is_reachable(node):
+            return
+        admin.command(node, self.address(node), "net-delay", rules=self._current_delays(node))
+
+    def _reapply_delays(self, node: str) -> None:
+        if self._current_delays(node):
+            self._send_delays(node)
 
     # -- observation -------------------------------------------------------
 

@@ -326,6 +326,7 @@ class DockerBackend(Backend):
         self._set_state(node, "running")
         self._refresh_ip(node)
         self._wait_ready(node)
+        self._reapply_delays(node)  # a delay outlives a restart
 
     # -- what the readiness wait (Backend._wait_ready) asks -------------------
 
@@ -440,6 +441,7 @@ class DockerBackend(Backend):
         self._sync_all_rules()
 
     def heal(self) -> None:
+        self.deliver()  # heal also ends every delay
         self._grudge = {}
         self._sync_all_rules()
 

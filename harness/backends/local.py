@@ -160,8 +160,17 @@ class LocalBackend(Backend):
         ]
 
     def _start(self, node: str) -> None:
+        # A broker that halted itself (0.10-2.0 handleOffsetOutOfRange: controlled
+        # shutdown, then exit) may still be finishing: give it the stop timeout.
+        deadline = time.monotonic() + self.stop_timeout
+        while self.is_running(node) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self.is_running(node):
             raise RunIncomplete(f"cannot start {node}: it is already running")
+        with self._lock:
+            exited = node in self._procs
+        if exited:
+            self._reap(node)  # its exit status and log handle
         addr = self.address(node)
         if not address_free(addr):
             raise address_in_use(addr, node)
@@ -191,6 +200,7 @@ class LocalBackend(Backend):
         self._wait_ready(node)
         if self._grudge.get(node):
             self._net_block(node, self._grudge[node])  # a partition outlives a restart
+        self._reapply_delays(node)  # so does a delay
 
     # -- what the readiness wait (Backend._wait_ready) asks -------------------
 
@@ -277,6 +287,7 @@ class LocalBackend(Backend):
                 self._net_block(node, self._grudge.get(node, []))
 
     def heal(self) -> None:
+        self.deliver()  # heal also ends every delay
         self._grudge = {}
         for node in self.nodes:
             if self.is_running(node):

@@ -1,0 +1,95 @@
+"""Time to verdict: `isrlab reproduce NAME --protocol V` from the command to its
+exit, as a user meets it, on the local backend.
+
+    python bench/time_to_verdict.py [-n 3] [--protocol 0.10] [--scenario NAME ...]
+
+Three conditions per scenario, alternated so that drift hits them alike:
+  cold      no checker server running (it starts with the command, its JVM from
+            the class-data archive when one exists);
+  warm      a checker server of this version is up (a check ran in the last ten
+            minutes);
+  no-server --no-server: the check in the command's own process, a fresh JVM.
+With --first-ever the class-data archive is removed before each cold run (a
+machine that never checked). Prints a table (median and max per condition) and
+the cluster part (the run's own elapsed_s from --json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from checker import client  # noqa: E402
+from checker.spark import cds_archive  # noqa: E402
+
+SHIPPED = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+           "kip279-unclean-divergence"]
+
+
+def reproduce(name: str, protocol: str, runs_dir: Path, port: int,
+              *extra: str) -> tuple[float, dict]:
+    env = {k: v for k, v in os.environ.items() if k != "ISRLAB_CHECKER_SERVER"}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "reproduce", name, "--protocol",
+                          protocol, "--runs-dir", str(runs_dir), "--port", str(port), "--json",
+                          *extra], cwd=ROOT, capture_output=True, text=True, env=env)
+    wall = time.monotonic() - t0
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"{name}: exit {out.returncode}: {out.stderr.strip()[-500:]}")
+    return wall, json.loads(out.stdout)
+
+
+def wait_stopped() -> None:
+    client.stop()
+    deadline = time.monotonic() + 120
+    while client.read_info() is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("-n", type=int, default=3, help="repeats per scenario and condition")
+    p.add_argument("--protocol", default="0.10")
+    p.add_argument("--scenario", action="append", help=f"default: {', '.join(SHIPPED)}")
+    p.add_argument("--port", type=int, default=28092)
+    p.add_argument("--first-ever", action="store_true",
+                   help="remove the class-data archive before each cold run")
+    args = p.parse_args()
+    times: dict[tuple[str, str], list[float]] = {}
+    cluster: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="isrlab-ttv-") as tmp:
+        runs = Path(tmp)
+        for i in range(args.n):
+            for name in args.scenario or SHIPPED:
+                wait_stopped()
+                if args.first_ever:
+                    cds_archive().unlink(missing_ok=True)
+                for cond, extra in (("cold", ()), ("warm", ()), ("no-server", ("--no-server",))):
+                    wall, summary = reproduce(name, args.protocol, runs, args.port, *extra)
+                    times.setdefault((name, cond), []).append(wall)
+                    cluster.setdefault(name, []).append(summary["elapsed_s"])
+                    print(f"  {i + 1}/{args.n} {name:30} {cond:9} {wall:6.2f} s "
+                          f"(cluster {summary['elapsed_s']:.2f} s, {summary.get('verdict')})",
+                          flush=True)
+        wait_stopped()
+    print(f"\nscenario (--protocol {args.protocol})   cluster   cold (med/max)   "
+          "warm (med/max)   no-server (med/max)")
+    for name in args.scenario or SHIPPED:
+        cells = [f"{statistics.median(times[name, c]):5.1f} / {max(times[name, c]):5.1f} s"
+                 for c in ("cold", "warm", "no-server")]
+        print(f"{name:32} {statistics.median(cluster[name]):5.1f} s   " + "   ".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

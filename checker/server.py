@@ -1,0 +1,233 @@
+"""The warm checker server: one long-lived process holding a SparkSession, so that
+`reproduce`, `check` and `chaos` skip the JVM start and a cold JVM's compiling.
+
+    python -m checker.server --master local[2] [--idle-timeout 600]
+
+It listens on a Unix socket (checker.remote.socket_path, private to the user),
+serves one check at a time, and exits after IDLE_TIMEOUT_S without a request, on
+`isrlab checker stop`, on SIGTERM, or when a client of another checker version
+replaces it. Requests and answers are JSON lines (checker.remote):
+
+    {"op": "status"}                       -> the server's state
+    {"op": "stop"}                         -> {"stopping": true}, then it exits
+    {"op": "check", "paths": [...], ...}   -> {"progress": "..."} lines, then
+                                              {"results": [...]} or {"error": {...}}
+
+A client that goes away mid-check (Ctrl-C) cancels the check's Spark jobs. On
+exit the server's JVM writes the class-data archive the next JVM starts from
+(checker.spark.cds_archive), where none exists yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from checker import remote
+from checker.errors import CheckerError
+
+
+class _ClientGone(Exception):
+    """The client hung up during its check."""
+
+
+class Server:
+    def __init__(self, master: str, idle_timeout: float) -> None:
+        self.master = master
+        self.idle_timeout = idle_timeout
+        self.started = time.time()
+        self.last_used = self.started
+        self.checks = 0
+        self.stopping = False
+        self.sock: socket.socket | None = None
+
+    # -- state file -------------------------------------------------------------
+    def info(self, ready: bool) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(), "version": remote.checker_version(), "master": self.master,
+            "socket": str(remote.socket_path()), "started": self.started,
+            "last_used": self.last_used, "idle_timeout": self.idle_timeout,
+            "checks": self.checks, "ready": ready,
+        }
+
+    def _write_info(self, ready: bool) -> None:
+        path = remote.info_path()
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.info(ready)))
+        tmp.replace(path)
+
+    def _remove_own_files(self) -> None:
+        """Remove the socket and state file if they are still this server's (a
+        replacement may already have written its own)."""
+        try:
+            if json.loads(remote.info_path().read_text()).get("pid") == os.getpid():
+                remote.info_path().unlink(missing_ok=True)
+                remote.socket_path().unlink(missing_ok=True)
+        except (OSError, ValueError):
+            pass
+
+    # -- main loop --------------------------------------------------------------
+    def run(self) -> int:
+        from checker.spark import get_session
+
+        d = remote.state_dir()
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        remote.socket_path().unlink(missing_ok=True)
+        self.sock.bind(str(remote.socket_path()))
+        self.sock.listen(16)
+        self._write_info(ready=False)
+        try:
+            # Clients may connect at once: they wait in the backlog while Spark starts.
+            spark = get_session(self.master)
+            spark.range(1).count()  # the first job brings the executor up
+        except CheckerError as e:
+            print(f"checker server: {e}", file=sys.stderr, flush=True)
+            self._remove_own_files()
+            return 2
+        self.last_used = time.time()  # idle from here: Spark's start is not idleness
+        self._write_info(ready=True)
+        print(f"checker server {remote.checker_version()} ready on {self.master}", flush=True)
+        try:
+            while not self.stopping:
+                left = self.idle_timeout - (time.time() - self.last_used)
+                if left <= 0:
+                    print("checker server: idle timeout", flush=True)
+                    break
+                self.sock.settimeout(min(left, 5.0))
+                try:
+                    conn, _ = self.sock.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    conn.settimeout(None)
+                    self._serve(conn)
+                self.last_used = time.time()
+                self._write_info(ready=True)
+        finally:
+            self.sock.close()
+            self._remove_own_files()
+        return 0
+
+    def _serve(self, conn: socket.socket) -> None:
+        rfile, wfile = conn.makefile("rb"), conn.makefile("wb")
+        try:
+            req = remote.receive(rfile)
+            if req is None:
+                return
+            op = req.get("op")
+            if op == "status":
+                remote.send(wfile, self.info(ready=True))
+            elif op == "stop":
+                self.stopping = True
+                remote.send(wfile, {"stopping": True})
+            elif op == "check":
+                self._check(conn, wfile, req)
+            else:
+                remote.send(wfile, {"error": {"type": "CheckerError",
+                                              "message": f"unknown request {op!r}"}})
+        except (OSError, ValueError) as e:
+            print(f"checker server: a client's request failed: {e}", flush=True)
+
+    def _check(self, conn: socket.socket, wfile: Any, req: dict[str, Any]) -> None:
+        from checker.api import check_runs
+        from checker.spark import get_session
+
+        gone = threading.Event()
+        done = threading.Event()
+
+        def watch() -> None:
+            # The client sends nothing more; readable means it hung up.
+            try:
+                while not done.is_set():
+                    r, _, _ = select.select([conn], [], [], 0.2)
+                    if r and not done.is_set() and not conn.recv(1, socket.MSG_PEEK):
+                        gone.set()
+                        get_session(self.master).sparkContext.cancelAllJobs()
+                        return
+            except (OSError, ValueError):
+                return
+
+        def say(msg: str) -> None:
+            if gone.is_set():
+                raise _ClientGone()
+            try:
+                remote.send(wfile, {"progress": msg})
+            except OSError:
+                gone.set()
+                raise _ClientGone() from None
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        self.checks += 1
+        try:
+            table = req.get("results_table")
+            results = check_runs([Path(p) for p in req["paths"]], master=self.master,
+                                 progress=say, prune=req.get("prune"),
+                                 results_table=Path(table) if table else None)
+            remote.send(wfile, {"results": [remote.result_to_wire(r) for r in results]})
+        except _ClientGone:
+            print("checker server: client went away; check abandoned", flush=True)
+        except CheckerError as e:
+            remote.send(wfile, {"error": remote.error_to_wire(e)})
+        except Exception as e:  # noqa: BLE001 - the client falls back to checking itself
+            if gone.is_set():
+                print("checker server: client went away; check cancelled", flush=True)
+            else:
+                print(f"checker server: check failed: {e!r}", flush=True)
+                remote.send(wfile, {"error": {"type": "ServerFailure",
+                                              "message": " ".join(str(e).split())[:300]}})
+        finally:
+            done.set()
+            watcher.join()
+
+
+def _finish_archive(dump: str | None) -> None:
+    """Move the class-data archive the JVM wrote on exit into place."""
+    if not dump or not os.path.isfile(dump):
+        return
+    from checker.spark import cds_archive
+
+    os.replace(dump, cds_archive())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m checker.server")
+    p.add_argument("--master", required=True)
+    p.add_argument("--idle-timeout", type=float, default=remote.idle_timeout())
+    args = p.parse_args(argv)
+    from checker.spark import cds_archive, shutdown
+
+    dump = None
+    if not cds_archive().is_file():
+        cds_archive().parent.mkdir(parents=True, exist_ok=True)
+        dump = f"{cds_archive()}.{os.getpid()}.tmp"
+        os.environ["ISRLAB_CDS_DUMP"] = dump
+    server = Server(args.master, args.idle_timeout)
+
+    def on_term(_sig: int, _frame: Any) -> None:
+        server.stopping = True
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a detached daemon; `checker stop` ends it
+    code = 0
+    try:
+        code = server.run()
+    finally:
+        shutdown()
+        _finish_archive(dump)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,383 @@
+"""The `isrlab chaos`, `isrlab export` and `isrlab reproduce --runs N` commands.
+
+Registered into harness/cli.py's parser by `register` and dispatched by
+`dispatch`; like cli.py, this is a CLI module that wires the harness to the
+checker and the reports (tests/test_layering.py). Several runs are always
+checked together in ONE Spark batch (checker.client.check), with each run's
+report and the batch's index page, as `isrlab check` of a tree does; the
+helpers for the interrupt-safe check and the reports are cli.py's own.
+
+Exit status of `chaos`: 1 if any run shows an anomaly (also the prefix of an
+unfinished run), else 3 if a run could not complete or be checked, else 0; 2
+for bad input, before anything starts. Ctrl-C stops the run going (its cluster
+torn down, its history a checkable prefix), checks nothing and says how to
+check the completed runs (docs/chaos.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from checker import client
+from checker.api import RunResult, write_junit
+from checker.errors import CheckerError
+from checker.spark import DEFAULT_MASTER
+from checker.verdict import ERROR, INCOMPLETE, VALID
+from contract import PROTOCOLS
+from harness import cli_checker
+from harness.backends import BACKENDS
+from harness.chaos import CHAOS, ChaosConfig, chaos_run, parse_sets, parse_time_limit
+from harness.errors import HarnessError, Interrupted, UsageError, one_line
+from harness.export import export_scenario
+from harness.progress import Progress
+from harness.runner import RunOptions, RunRecord, run_scenario
+from harness.scenario import find_scenario, load_scenario
+from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
+from reports.render import INDEX, render_index
+
+STATUS_EVERY = 5.0  # seconds between status lines during a chaos run
+ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
+
+
+def _type(parse: Any) -> Any:
+    """An argparse type from a parser that raises UsageError or ValueError."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except (UsageError, FaultSpecError, ValueError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+    if n < 1:
+        raise ValueError(f"{n} is not >= 1")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not x > 0:
+        raise ValueError(f"{text} is not > 0")
+    return x
+
+
+def _set_item(text: str) -> str:
+    parse_sets([text])  # refused here, at parse time: nothing has started
+    return text
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `chaos` and `export` to isrlab's subcommands, and `--runs` to `reproduce`."""
+    cli = _cli()
+    _output_flags, _port, _seed = cli._output_flags, cli._port, cli._seed
+
+    c = sub.add_parser("chaos", help="random faults over a continuous workload: N runs, "
+                                     "checked in one Spark batch")
+    c.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    c.add_argument("--backend", default="local", choices=sorted(BACKENDS))
+    cli_checker.add_no_server_flag(c)
+    c.add_argument("--time-limit", required=True, type=_type(parse_time_limit),
+                   metavar="DURATION", help="faults start during this long: 60s, 2m, 1m30s")
+    c.add_argument("--runs", type=_type(_positive_int), default=1, metavar="N")
+    c.add_argument("--seed", type=_seed, help="run i (from 0) uses seed S+i "
+                                              "(default: random, printed)")
+    c.add_argument("--faults", type=_type(parse_faults), default=parse_faults("kill"),
+                   metavar="FAULT[:TARGET],...",
+                   help=f"faults: {', '.join(FAULT_NAMES)}; targets: one, leader, minority, "
+                        "all (default: kill)")
+    c.add_argument("--acks", choices=sorted(ACKS), default="all")
+    c.add_argument("--set", dest="sets", action="append", default=[], type=_type(_set_item),
+                   metavar="KEY=VALUE", help="broker or controller config, e.g. "
+                                             "min.insync.replicas=2 (repeatable)")
+    c.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    c.add_argument("--port", type=_port, default=19092)
+    c.add_argument("--brokers", type=_type(_positive_int), default=3)
+    c.add_argument("--partitions", type=_type(_positive_int), default=3)
+    c.add_argument("--producers", type=_type(_positive_int), default=4)
+    c.add_argument("--rate", type=_type(_positive_float), default=200.0,
+                   help="target sends per second over all producers (default 200)")
+    c.add_argument("--interval", type=_type(_positive_float), default=3.0,
+                   help="mean seconds before each fault (default 3)")
+    c.add_argument("--duration", type=_type(_positive_float), default=4.0,
+                   help="mean seconds a fault lasts (default 4)")
+    c.add_argument("--quiet-period", type=_type(_positive_float), default=2.0,
+                   help="seconds of calm after each recovery (default 2)")
+    c.add_argument("--keep", choices=("all", "anomalies"), default="all",
+                   help="anomalies: delete the run directories that show none after the "
+                        "check (default: keep all)")
+    c.add_argument("--master", help=f"Spark master (default: embedded {DEFAULT_MASTER})")
+    c.add_argument("--junit", type=Path, metavar="FILE")
+    c.add_argument("--results", type=Path, metavar="DIR",
+                   help="append the results to this Parquet table")
+    _output_flags(c)
+
+    e = sub.add_parser("export", help="a run's faults and workload as a scenario YAML")
+    e.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    e.add_argument("--out", type=Path, metavar="FILE", help="default: stdout")
+
+    r = sub.choices["reproduce"]
+    r.add_argument("--runs", type=_type(_positive_int), default=1, metavar="N",
+                   help="run it N times, check them in one batch, print k/N reproduced")
+
+
+def _cli() -> ModuleType:
+    """harness/cli.py as loaded: `python -m harness.cli` runs it as __main__, and a
+    second copy would keep its own state (the abandoned-check flag main() reads)."""
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main.__spec__, "name", None) == "harness.cli":
+        return main
+    import harness.cli
+
+    return harness.cli
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    """The exit status of a command of this module; None for cli.py's own."""
+    if args.command == "chaos":
+        return cmd_chaos(args)
+    if args.command == "export":
+        return cmd_export(args)
+    if args.command == "reproduce" and getattr(args, "runs", 1) > 1:
+        return cmd_reproduce_runs(args)
+    return None
+
+
+# -- the batch check ---------------------------------------------------------
+
+
+def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
+                master: str | None = None, junit: Path | None = None,
+                results: Path | None = None, use_server: bool | None = None) -> list[RunResult]:
+    """Check `run_dirs` in one Spark batch; each run's report, the index page, JUnit.
+    Raises CheckerError (its exit status) or CheckInterrupted."""
+    cli = _cli()
+    out = cli._interruptible(client.check, run_dirs, master=master, progress=progress.line,
+                             results_table=results, use_server=use_server)
+    for r in out:
+        if r.error is not None:
+            print(f"isrlab: {r.error}", file=sys.stderr)
+    cli._say_truncated(out)
+    progress.line(f"rendering {len(out)} report(s)")
+    for r in out:
+        if r.error is None:
+            cli._render(r.run_dir)
+    progress.line(f"index: {render_index([r.summary for r in out], index)}")
+    if junit is not None:
+        write_junit(out, junit)
+    return out
+
+
+def _report(r: RunResult) -> str | None:
+    p = r.run_dir / "check" / "report.html"
+    return str(p) if p.exists() else None
+
+
+# -- chaos -------------------------------------------------------------------
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    broker_cfg, controller_cfg = parse_sets(args.sets)
+    cfg = ChaosConfig(protocol=args.protocol, time_limit=args.time_limit, faults=args.faults,
+                      acks=ACKS[args.acks], broker_config=broker_cfg,
+                      controller_config=controller_cfg, brokers=args.brokers,
+                      partitions=args.partitions, producers=args.producers,
+                      consumers=args.partitions, rate=args.rate, interval=args.interval,
+                      duration=args.duration, quiet=args.quiet_period)
+    cfg.broker_names()  # refuses a bad --brokers before anything starts
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "big")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    batch_id = f"{stamp}-{CHAOS}-{args.protocol}-{secrets.token_hex(3)}"
+    batch = args.runs_dir / batch_id
+    progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
+    options: dict[str, Any] = {"port": args.port}
+    if args.backend == "docker":
+        options["quiet"] = args.quiet
+    faults = ",".join(str(f) for f in cfg.faults)
+    progress.line(f"chaos: {args.runs} run(s) of {cfg.time_limit:g}s under {args.protocol} "
+                  f"on {args.backend}, faults {faults}, acks {args.acks}, seed {seed} "
+                  f"(run i uses seed {seed}+i); runs in {batch}")
+    records: list[RunRecord] = []
+    interrupted: HarnessError | None = None
+    for i in range(args.runs):
+        scenario, meta = chaos_run(cfg, seed + i)
+        meta["chaos"].update(batch=batch_id, run=i + 1, runs=args.runs)
+        record = run_scenario(scenario, RunOptions(
+            protocol=args.protocol, backend=args.backend, seed=seed + i, runs_dir=batch,
+            backend_options=options, meta=meta, status_every=STATUS_EVERY,
+            status_prefix=f"run {i + 1}/{args.runs}", time_limit=cfg.time_limit), progress)
+        records.append(record)
+        if record.error is not None:
+            progress.line(f"run {i + 1}/{args.runs} did not complete: {record.error}")
+            if isinstance(record.error, Interrupted):
+                interrupted = record.error
+                break
+    summary: dict[str, Any] = {"batch": str(batch), "seed": seed, "protocol": args.protocol,
+                               "faults": faults, "runs": []}
+    if interrupted is not None:
+        done = [r for r in records if r.error is None]
+        print(f"isrlab: interrupted during run {len(records)}/{args.runs}; "
+              f"{len(done)} completed run(s) and the interrupted one's prefix are in {batch}: "
+              f"`isrlab check {batch}` checks them", file=sys.stderr)
+        summary["runs"] = [{"run_id": r.run_id, "run_dir": str(r.run_dir),
+                            "error": str(r.error) if r.error else None} for r in records]
+        return _chaos_finish(args, summary, interrupted.exit_code)
+    progress.line(f"checking {len(records)} run(s) in one Spark batch")
+    try:
+        results = check_batch([r.run_dir for r in records], batch / INDEX, progress,
+                              master=args.master, junit=args.junit, results=args.results,
+                              use_server=cli_checker.use_server(args))
+    except CheckerError as e:
+        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
+        return _chaos_finish(args, summary, e.exit_code)
+    except Interrupted as e:  # during the check: the runs are complete, check them again
+        print(f"isrlab: {e}; `isrlab check {batch}` checks the runs", file=sys.stderr)
+        return _chaos_finish(args, summary, e.exit_code)
+    shown = 0
+    for i, r in enumerate(results):
+        kinds = ", ".join(f"{k} ×{n}" for k, n in (r.summary.get("found") or {}).items())
+        shown += bool(r.anomalies)
+        line = (f"run {i + 1}/{len(results)} (seed {r.summary.get('seed')}): {r.verdict}"
+                f"{': ' + kinds if kinds else ''} · anomalies so far: {shown} run(s)")
+        if not args.json:
+            print(line)
+            if r.anomalies:
+                print(f"  run: {r.run_dir}\n  report: {_report(r)}\n"
+                      f"  export: isrlab export {r.run_dir} --out FILE")
+        summary["runs"].append({"run_id": r.run_id, "run_dir": str(r.run_dir),
+                                "seed": r.summary.get("seed"), "verdict": r.verdict,
+                                "found": r.summary.get("found") or {},
+                                "report": _report(r)})
+    code = chaos_exit_code(results, records)
+    if args.keep == "anomalies":
+        for r in results:
+            if not r.anomalies and r.verdict == VALID:
+                shutil.rmtree(r.run_dir)
+                progress.line(f"deleted {r.run_dir} (no anomaly; --keep anomalies)")
+        render_index([r.summary for r in results if r.run_dir.exists()], batch / INDEX)
+    summary["index"] = str(batch / INDEX)
+    if not args.json:
+        print(f"index: {batch / INDEX}")
+        print(f"{shown} of {len(results)} run(s) show an anomaly")
+    return _chaos_finish(args, summary, code)
+
+
+def chaos_exit_code(results: list[RunResult], records: list[RunRecord]) -> int:
+    """1 if any run shows an anomaly; else 3 if one did not complete or could not be
+    checked; else 0."""
+    if any(r.anomalies for r in results):
+        return 1
+    if any(r.error is not None for r in records) or any(r.verdict != VALID for r in results):
+        return 3
+    return 0
+
+
+def _chaos_finish(args: argparse.Namespace, summary: dict[str, Any], code: int) -> int:
+    summary["exit_code"] = code
+    if args.json:
+        print(json.dumps(summary, default=str))
+    return code
+
+
+# -- export ------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if not args.run_dir.is_dir():
+        raise UsageError(f"no such run directory: {args.run_dir}")
+    name, text = export_scenario(args.run_dir)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    print(f"wrote scenario {name} to {args.out}: "
+          f"isrlab reproduce {args.out} --protocol {_protocol_of(args.run_dir)} --runs 20")
+    return 0
+
+
+def _protocol_of(run_dir: Path) -> str:
+    from harness.rundir import read_meta
+
+    return str(read_meta(run_dir).get("protocol"))
+
+
+# -- reproduce --runs N --------------------------------------------------------
+
+
+def cmd_reproduce_runs(args: argparse.Namespace) -> int:
+    """The scenario N times, checked in one batch; "reproduced k/N": the runs whose
+    verdict is valid (every expected kind found, nothing unexpected)."""
+    scenario = load_scenario(find_scenario(args.scenario))
+    progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
+    options: dict[str, Any] = {"port": args.port}
+    if args.base_image:
+        if args.backend != "docker":
+            raise UsageError("--base-image applies to --backend docker only")
+        options["base_image"] = args.base_image
+    if args.backend == "docker":
+        options["quiet"] = args.quiet
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    batch = args.runs_dir / f"{stamp}-{scenario.name}-{args.protocol}-x{args.runs}"
+    records: list[RunRecord] = []
+    for i in range(args.runs):
+        progress.line(f"run {i + 1}/{args.runs}")
+        record = run_scenario(scenario, RunOptions(
+            protocol=args.protocol, backend=args.backend, seed=args.seed, runs_dir=batch,
+            backend_options=options), progress)
+        records.append(record)
+        if isinstance(record.error, Interrupted):
+            print(f"isrlab: interrupted during run {i + 1}/{args.runs}; the runs are in "
+                  f"{batch}: `isrlab check {batch}` checks them", file=sys.stderr)
+            return record.error.exit_code
+    progress.line(f"checking {len(records)} run(s) in one Spark batch")
+    try:
+        results = check_batch([r.run_dir for r in records], batch / INDEX, progress,
+                              use_server=cli_checker.use_server(args))
+    except CheckerError as e:
+        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
+        return e.exit_code
+    except Interrupted as e:
+        print(f"isrlab: {e}", file=sys.stderr)
+        return e.exit_code
+    k = sum(r.verdict == VALID for r in results)
+    expected = scenario.expect_for(args.protocol)
+    if args.json:
+        print(json.dumps({"scenario": scenario.name, "protocol": args.protocol,
+                          "expect": expected, "reproduced": k, "runs": args.runs,
+                          "index": str(batch / INDEX),
+                          "results": [{"run_dir": str(r.run_dir), "verdict": r.verdict,
+                                       "found": r.summary.get("found") or {}}
+                                      for r in results]}, default=str))
+    else:
+        for r in results:
+            kinds = ", ".join(sorted(r.summary.get("found") or {})) or "no anomaly"
+            print(f"{r.verdict:15} {kinds:30} {r.run_dir}")
+        print(f"reproduced {k}/{args.runs} (expect under {args.protocol}: "
+              f"{', '.join(expected) or 'no anomaly'})")
+        print(f"index: {batch / INDEX}")
+    # As `reproduce`: 1 for any anomaly or a run not valid, but 3 when the only
+    # trouble is runs that did not finish or could not be read.
+    if any(r.anomalies or r.verdict not in (VALID, INCOMPLETE, ERROR) for r in results):
+        return 1
+    if any(r.verdict != VALID for r in results):
+        return 3
+    return 0

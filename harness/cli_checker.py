@@ -1,0 +1,79 @@
+"""`isrlab checker status|start|stop`: the warm checker server (checker.server).
+
+`reproduce`, `check` and `chaos` start the server on demand (local masters); these
+commands show it, warm it ahead of time and stop it. It stops by itself after ten
+minutes without a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from checker import client
+from checker.spark import DEFAULT_MASTER, check_master
+from harness.errors import RunIncomplete, UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("checker", help="the warm checker server: status, start, stop")
+    csub = c.add_subparsers(dest="checker_command", required=True,
+                            parser_class=sub._parser_class)
+    st = csub.add_parser("status", help="is a checker server running, which version, "
+                                        "how long until it stops")
+    st.add_argument("--json", action="store_true", help="print its state as JSON")
+    s = csub.add_parser("start", help="start a server now (a check starts one on demand)")
+    s.add_argument("--master", help=f"a local master (default {DEFAULT_MASTER})")
+    csub.add_parser("stop", help="stop the running server")
+
+
+def add_no_server_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-server", action="store_true",
+                   help="check in this process, not on the warm checker server "
+                        "(also ISRLAB_CHECKER_SERVER=0)")
+
+
+def use_server(args: argparse.Namespace) -> bool | None:
+    """None (the default: the server where it applies) or False (--no-server)."""
+    return False if getattr(args, "no_server", False) else None
+
+
+def _describe(info: dict[str, Any]) -> str:
+    now = time.time()
+    idle = now - info.get("last_used", now)
+    left = max(0.0, info.get("idle_timeout", 0) - idle)
+    version = info.get("version")
+    state = "ready" if info.get("ready") else "starting"
+    return (f"checker server: pid {info['pid']}, {state}, master {info.get('master')}, "
+            f"version {version} ({'current' if info.get('current') else 'stale: replaced at the next check'}), "  # noqa: E501
+            f"up {now - info.get('started', now):.0f} s, {info.get('checks', 0)} check(s), "
+            f"idle {idle:.0f} s, stops in {left:.0f} s")
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    if args.command != "checker":
+        return None
+    if args.checker_command == "status":
+        info = client.status()
+        if args.json:
+            print(json.dumps({"running": info is not None, **(info or {})}))
+        else:
+            print(_describe(info) if info else "checker server: not running")
+        return 0
+    if args.checker_command == "start":
+        master = check_master(args.master)
+        if not master.startswith("local"):
+            raise UsageError(f"the checker server runs on a local master, not {master}")
+        try:
+            info = client.ensure_server(master)
+        except client.ServerUnavailable as e:
+            raise RunIncomplete(str(e)) from None
+        print(f"checker server: pid {info['pid']} on {master} "
+              f"(Spark starts in the background; `isrlab checker status` shows when ready)")
+        return 0
+    info = client.stop()
+    print(f"checker server: stopped pid {info['pid']}" if info else
+          "checker server: not running")
+    return 0

@@ -1,0 +1,116 @@
+"""A user who outgrows one machine checks on a Spark cluster: a real standalone
+cluster (a master and two one-core workers on loopback, started with pyspark's own
+`spark-class`) checks the test batch with `isrlab check --master spark://...` and
+gets the same verdicts and anomalies as local[2], with shuffle partitions that
+follow the cluster's cores (2 per core), not a constant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+import pytest
+from conftest import ROOT, free_port
+
+from checker.api import RunResult
+from checker.java import ensure_java
+
+pytestmark = [pytest.mark.spark]
+
+SPARK_HOME = Path(pyspark.__file__).parent
+WORKERS = 2
+
+
+def _wait(what: str, ok, timeout: float = 90.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ok():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"standalone cluster: {what} within {timeout:.0f} s")
+
+
+def _alive_workers(webui: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    ensure_java()
+    tmp = tmp_path_factory.mktemp("standalone")
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(tmp), "SPARK_NO_DAEMONIZE": "1"}
+    port, webui = free_port(), free_port()
+    url = f"spark://127.0.0.1:{port}"
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    procs = []
+    with open(tmp / "cluster.log", "ab") as log:
+        procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(webui)],
+            env=env, stdout=log, stderr=log, start_new_session=True))
+        try:
+            _wait("the master's web UI answering", lambda: _alive_workers(webui) == 0
+                  and urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2))
+            for i in range(WORKERS):
+                procs.append(subprocess.Popen(
+                    [spark_class, "org.apache.spark.deploy.worker.Worker", url,
+                     "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                     "--webui-port", str(free_port()), "--work-dir", str(tmp / f"work{i}")],
+                    env=env, stdout=log, stderr=log, start_new_session=True))
+            _wait(f"{WORKERS} workers registered", lambda: _alive_workers(webui) == WORKERS)
+            yield url
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def _essence(summary: dict, anomalies: list) -> tuple:
+    return (summary["verdict"], sorted(summary["found"].items()),
+            sorted(json.dumps([a["kind"], a["witness"]], sort_keys=True) for a in anomalies))
+
+
+def test_standalone_cluster_matches_local(standalone: str, tmp_path: Path,
+                                          checked_batch: dict[str, RunResult]) -> None:
+    # The same runs, copied without local[2]'s check output.
+    roots = {Path(os.path.commonpath([str(r.run_dir) for r in checked_batch.values()]))}
+    (root,) = roots
+    tree = tmp_path / "batch"
+    shutil.copytree(root, tree, ignore=shutil.ignore_patterns("check", "index.html"))
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", "--master", standalone, "--no-report",
+         "--json", str(tree)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode in (1, 2), out.stderr  # the batch holds invalid and bad runs
+    runs = {r["run_id"]: r for r in json.loads(out.stdout)["runs"]}
+    assert set(runs) == set(checked_batch)
+    for run_id, local in checked_batch.items():
+        remote = runs[run_id]
+        assert remote["verdict"] == local.verdict, run_id
+        if local.error is not None:
+            continue
+        assert remote["checker"]["master"] == standalone
+        # Two shuffle partitions per core of the cluster's executors (2 x 1 core).
+        assert remote["checker"]["shuffle_partitions"] == 2 * WORKERS
+        anomalies = json.loads(Path(remote["run_dir"], "check", "anomalies.json").read_text())
+        local_anomalies = json.loads((local.run_dir / "check" / "anomalies.json").read_text())
+        assert _essence(remote, anomalies) == _essence(local.summary, local_anomalies), run_id

@@ -1,0 +1,132 @@
+"""The warm checker server (checker.server, checker.client): a check through it
+gives the same results as one in this process; it is versioned (a client of
+another checker version replaces it, never uses it), it stops by itself after its
+idle timeout leaving nothing behind, `isrlab checker status|stop` show and stop
+it, and --no-server / ISRLAB_CHECKER_SERVER=0 check without it.
+
+Each server here is a real one (its own process and Spark JVM) in a private state
+directory, so a user's server is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, alive, descendants
+from conftest_spark import clean, kip101_loss
+
+from checker import client, remote
+
+
+@pytest.fixture
+def server_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ISRLAB_CHECKER_DIR", str(tmp_path / "server"))
+    monkeypatch.setenv("ISRLAB_CHECKER_SERVER", "1")
+    yield tmp_path
+    client.stop()
+
+
+def _runs(root: Path) -> list[Path]:
+    loss = kip101_loss(root, "loss", ["lost-write"], "kip101-hw-truncation-loss").write()
+    clean_run = clean(root, "clean", [], None, n=6).write()
+    return [loss, clean_run]
+
+
+def _essence(results: list) -> list:
+    return [(r.run_id, r.verdict, r.exit_code, [(a["kind"], a["witness"]) for a in r.anomalies])
+            for r in results]
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_server_check_matches_in_process_and_replaces_a_stale_server(
+        server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _runs(server_env / "runs")
+    said: list[str] = []
+    served = client.check(runs, progress=said.append)
+    first = client.status()
+    assert first is not None and first["current"] and first["checks"] == 1
+    assert not any("unavailable" in m for m in said), said
+    local = client.check(runs, use_server=False)
+    assert _essence(served) == _essence(local)
+    assert [r.verdict for r in served] == ["valid", "valid"]
+    assert [a["kind"] for a in served[0].anomalies] == ["lost-write"]
+    # Each check wrote the run's check/summary.json, from the server's process too.
+    summary = json.loads((runs[0] / "check" / "summary.json").read_text())
+    assert summary["verdict"] == "valid"
+
+    # An upgrade: this client's checker is another version. It must not use the
+    # running server but replace it with one of its own version.
+    remote.checker_version.cache_clear()
+    monkeypatch.setenv("ISRLAB_CHECKER_VERSION_SALT", "upgraded")
+    try:
+        again = client.check(runs[:1])
+        second = client.status()
+        assert second is not None and second["current"]
+        assert second["pid"] != first["pid"]
+        assert second["version"] == remote.checker_version() != first["version"]
+        assert second["checks"] == 1
+        assert _essence(again) == _essence(served[:1])
+        deadline = time.monotonic() + 60
+        while client._alive(first["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not client._alive(first["pid"]), "the stale server was left running"
+    finally:
+        client.stop()
+        remote.checker_version.cache_clear()
+
+
+def test_idle_server_exits_and_cli_status_stop(server_env: Path) -> None:
+    env = {**os.environ, "ISRLAB_CHECKER_IDLE_S": "4"}
+    out = _cli("checker", "status", env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "checker server: not running"
+    assert _cli("checker", "start", env=env).returncode == 0
+    info = client.read_info()
+    assert info is not None
+    deadline = time.monotonic() + 120
+    while not (client.read_info() or {}).get("ready") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    status = json.loads(_cli("checker", "status", "--json", env=env).stdout)
+    assert status["running"] and status["pid"] == info["pid"] and status["current"]
+    assert status["idle_timeout"] == 4
+    jvms = descendants(info["pid"], spark_too=True)
+    assert jvms, "the server has no Spark JVM"
+    # Idle for 4 s: it stops by itself, with its JVM, socket and state file.
+    deadline = time.monotonic() + 90
+    while client._alive(info["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not client._alive(info["pid"])
+    while any(alive(p) for p in jvms) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in jvms), "the server's JVM outlived it"
+    assert not remote.socket_path().exists() and not remote.info_path().exists()
+    assert _cli("checker", "stop", env=env).stdout.strip() == "checker server: not running"
+
+
+def test_no_server_checks_in_process(server_env: Path) -> None:
+    runs = _runs(server_env / "runs")
+    out = _cli("check", "--no-server", "--no-report", "--json", *map(str, runs))
+    assert out.returncode == 0, out.stderr  # both verdicts valid (the loss is expected)
+    assert [r["verdict"] for r in json.loads(out.stdout)["runs"]] == ["valid", "valid"]
+    assert client.read_info() is None, "--no-server started a server"
+
+
+def test_server_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local masters use the server unless --no-server or ISRLAB_CHECKER_SERVER=0;
+    a cluster's master never does (a warm server would hold its executors)."""
+    monkeypatch.setenv("ISRLAB_CHECKER_SERVER", "1")
+    assert client.server_wanted(None, "local[2]")
+    assert not client.server_wanted(False, "local[2]")
+    assert not client.server_wanted(None, "spark://127.0.0.1:7077")
+    for off in ("0", "off", "no"):
+        monkeypatch.setenv("ISRLAB_CHECKER_SERVER", off)
+        assert not client.server_wanted(None, "local[2]")

@@ -1,0 +1,132 @@
+"""A continuous background workload: several producers and consumers over several
+partitions for the whole run (a scenario's `workload: producers: N`, every chaos run).
+
+The sends come from a seeded generator (workloads.generator): at a target rate
+over all producers, each to a partition drawn at random. Producer threads take
+the next op from the one shared stream and wait for its time on the real clock
+(Jepsen's interpreter): when all are busy -- a leaderless partition keeps a send
+retrying -- later ops run late, so the rate is a ceiling, not a promise. Values
+are the run's shared unique counter (workloads.producer.Values) and every send
+and poll is one op pair in the same history as everything else.
+
+Consumers are one process per partition (the checker's notion of a consumer is
+one process reading one partition), polling below the HW at a fixed interval.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from workloads.client import ClusterClient
+from workloads.consumer import Consumer, ConsumerThread
+from workloads.generator import Gen, Timed, cycle, once, phases, sleep_around
+from workloads.history import OK, History
+from workloads.producer import Producer, Values
+
+# Process ids: a scenario's producer is 0, its consumer 1, background consumers
+# 2.. (harness.runner); background producers start here, clear of both.
+PRODUCER_BASE = 100
+CONSUMER_BASE = 2
+
+
+def sends(partitions: list[tuple[str, int]], rate: float) -> Gen:
+    """Send ops at `rate` per second on average, each to a random partition."""
+    if rate <= 0:
+        raise ValueError(f"rate must be positive, got {rate}")
+    if not partitions:
+        raise ValueError("sends over no partition")
+
+    def one(rng: random.Random) -> Gen:
+        topic, partition = rng.choice(partitions)
+        return phases(sleep_around(1.0 / rate, spread=1.0),
+                      once({"f": "send", "topic": topic, "partition": partition}))
+
+    return cycle(one)
+
+
+@dataclass
+class Counts:
+    ok: int = 0
+    fail: int = 0
+    info: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.fail + self.info
+
+
+class ContinuousWorkload:
+    """Producer and consumer threads running `sends(...)` until `stop()`."""
+
+    def __init__(self, client: ClusterClient, history: History, values: Values, *,
+                 partitions: list[tuple[str, int]], producers: int, consumers: int,
+                 rate: float, seed: int, acks: int | str = "all", timeout_ms: int = 5000,
+                 retry_ms: int = 10000, poll_interval: float = 0.05) -> None:
+        self.values = values
+        self.history = history
+        self.counts = Counts()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stream: Iterator[Timed] = sends(partitions, rate)(random.Random(seed), 0.0)
+        self._t0 = 0.0
+        self._producers = [
+            Producer(client, history, PRODUCER_BASE + i, acks=acks, timeout_ms=timeout_ms,
+                     retry_ms=retry_ms)
+            for i in range(producers)
+        ]
+        self._threads: list[threading.Thread] = []
+        self._consumers = [
+            ConsumerThread(Consumer(client, history, CONSUMER_BASE + i,
+                                    *partitions[i % len(partitions)]), poll_interval)
+            for i in range(consumers)
+        ]
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        for p in self._producers:
+            t = threading.Thread(target=self._produce, args=(p,), daemon=True,
+                                 name=f"producer-{p.process}")
+            self._threads.append(t)
+            t.start()
+        for c in self._consumers:
+            c.start()
+
+    def _next(self) -> Timed | None:
+        with self._lock:
+            for item in self._stream:
+                if item.op is not None:
+                    return item
+            return None
+
+    def _produce(self, producer: Producer) -> None:
+        while not self._stop.is_set():
+            item = self._next()
+            if item is None:
+                return
+            delay = self._t0 + item.at - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+            assert item.op is not None
+            op = producer.send(item.op["topic"], item.op["partition"], self.values.next())
+            with self._lock:
+                kind = op["type"]
+                if kind == OK:
+                    self.counts.ok += 1
+                elif kind == "fail":
+                    self.counts.fail += 1
+                else:
+                    self.counts.info += 1
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking ops; a send in flight completes (it may retry for the
+        producer's retry_ms), so no invoke is left without its completion."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        for c in self._consumers:
+            c.stop()
