@@ -269,6 +269,21 @@ class Partition:
         self._maybe_advance_hw()
         return None, rec.offset, self._take()
 
+    def append_batch_as_leader(self, values: list[int], acks: Any,
+                               now: float) -> tuple[str | None, int | None, list[Effect]]:
+        """Append a producer's batch atomically, as Kafka appends a record batch: all
+        of it or none, one effect; returns (error, base offset, effects)."""
+        if self.role != "leader":
+            return "NOT_LEADER_OR_FOLLOWER", None, []
+        if acks in ("all", -1) and len(self.isr) < self.config.min_insync_replicas:
+            return "NOT_ENOUGH_REPLICAS", None, []
+        if self.features.leader_epochs:
+            self._assign_epoch(self.leader_epoch, self.log.leo)
+        recs = tuple(self.log.append(self.leader_epoch, v) for v in values)
+        self._effects.append(AppendRecords(recs))
+        self._maybe_advance_hw()
+        return None, recs[0].offset, self._take()
+
     def produce_outcome(self, offset: int, leader_epoch: int) -> str | None:
         """For an acks=all append: None while waiting, else "ok" or an error code."""
         if self.role != "leader" or self.leader_epoch != leader_epoch:

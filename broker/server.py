@@ -328,21 +328,31 @@ class Broker:
 
     async def _produce(self, key: Key, p: Partition, msg: dict[str, Any]) -> dict[str, Any]:
         acks = msg.get("acks", "all")
-        value = msg["value"]
-        if not isinstance(value, int) or isinstance(value, bool):
-            return {"error": "INVALID_REQUEST", "message": "value must be an integer"}
-        err, offset, effects = p.append_as_leader(value, acks, _now())
+        # `values`: a producer's batch (linger + batch size), appended atomically
+        # and acknowledged as one; `offset` is then its base offset.
+        batch = msg.get("values")
+        values = batch if batch is not None else [msg.get("value")]
+        if not isinstance(values, list) or not values or any(
+                not isinstance(v, int) or isinstance(v, bool) for v in values):
+            return {"error": "INVALID_REQUEST",
+                    "message": "value must be an integer, values a non-empty list of them"}
+        if batch is None:
+            err, offset, effects = p.append_as_leader(values[0], acks, _now())
+        else:
+            err, offset, effects = p.append_batch_as_leader(values, acks, _now())
         self.apply(key, effects)
         if err:
             return {"error": err, "offset": None, "appended": False}
         if acks not in ("all", -1):
             return {"error": None, "offset": offset, "appended": True}
+        assert offset is not None
+        last = offset + len(values) - 1  # acked once the HW passes the whole batch
         epoch = p.leader_epoch
         timeout_ms = min(int(msg.get("timeout_ms", self.config.request_timeout_ms)),
                          self.config.request_timeout_ms)
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            outcome = p.produce_outcome(offset, epoch)
+            outcome = p.produce_outcome(last, epoch)
             if outcome == "ok":
                 return {"error": None, "offset": offset, "appended": True}
             if outcome is not None:

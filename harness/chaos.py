@@ -112,6 +112,9 @@ class ChaosConfig:
     interval: float = 3.0
     duration: float = 4.0
     quiet: float = 2.0
+    # Half of the packages compound: KIP-101's loss needs two faults at once.
+    overlap: float = 0.5
+    gap: float | None = None  # None: half the controller's session timeout
     timeout_ms: int = 5000
     retry_ms: int = 10000
 
@@ -128,11 +131,19 @@ class ChaosConfig:
                     for p in range(self.partitions)]
         return [{"name": TOPIC, "partitions": self.partitions, "replicas": replicas}]
 
+    def session_timeout(self) -> float:
+        """The controller's broker session timeout, seconds (its default or --set's)."""
+        return ControllerConfig.from_dict(self.controller_config).broker_session_timeout_ms / 1000
+
     def schedule_spec(self) -> ScheduleSpec:
+        # A compound package's second fault must land before the first broker's
+        # session ends, so the gap scales with the session timeout.
+        gap = self.gap if self.gap is not None else self.session_timeout() / 2
         return ScheduleSpec(faults=self.faults, brokers=self.broker_names(),
                             partitions=[(TOPIC, p) for p in range(self.partitions)],
                             time_limit=self.time_limit, interval=self.interval,
-                            duration=self.duration, quiet=self.quiet)
+                            duration=self.duration, quiet=self.quiet,
+                            overlap=self.overlap, gap=gap)
 
 
 def chaos_run(cfg: ChaosConfig, seed: int) -> tuple[Scenario, dict[str, Any]]:

@@ -80,6 +80,16 @@ def _positive_float(text: str) -> float:
     return x
 
 
+def _probability(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not 0 <= x <= 1:
+        raise ValueError(f"{text} is not in 0..1")
+    return x
+
+
 def _set_item(text: str) -> str:
     parse_sets([text])  # refused here, at parse time: nothing has started
     return text
@@ -119,6 +129,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="mean seconds before each fault (default 3)")
     c.add_argument("--duration", type=_type(_positive_float), default=4.0,
                    help="mean seconds a fault lasts (default 4)")
+    c.add_argument("--overlap", type=_type(_probability), default=0.5,
+                   help="probability that a package is compound: a second process fault "
+                        "on another broker --gap later, both open together (default 0.5)")
+    c.add_argument("--gap", type=_type(_positive_float), default=None,
+                   help="mean seconds between a compound package's two faults (default: "
+                        "half the controller's session timeout)")
     c.add_argument("--quiet-period", type=_type(_positive_float), default=2.0,
                    help="seconds of calm after each recovery (default 2)")
     c.add_argument("--keep", choices=("all", "anomalies"), default="all",
@@ -201,7 +217,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                       controller_config=controller_cfg, brokers=args.brokers,
                       partitions=args.partitions, producers=args.producers,
                       consumers=args.partitions, rate=args.rate, interval=args.interval,
-                      duration=args.duration, quiet=args.quiet_period)
+                      duration=args.duration, quiet=args.quiet_period,
+                      overlap=args.overlap, gap=args.gap)
     cfg.broker_names()  # refuses a bad --brokers before anything starts
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "big")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -14,6 +14,20 @@ ahead (one, minority, all) are drawn then, with the same seed; `leader` names a
 partition and is resolved when the fault runs (the history's nemesis op names
 the node it hit).
 
+Compound packages (`overlap`, a probability per package): the faults that lose
+acknowledged writes under the old protocols need two faults at once -- KIP-101's
+loss is a leader dying, the next leader being elected while it too is already
+dead or frozen, and the last replica, which truncated to its lagging HW on
+following that short-lived leader, taking over without the acked tail. So a
+compound package is a first fault on one broker, a second on another broker a
+short `gap` later (a fraction of the controller's session timeout: the second
+must be hit before the first one's death is noticed, or the election skips it),
+both open together for around `duration`, then one recovery. Both nodes are
+drawn ahead (an ordered pair); at most one of the two is a power-cycle, because
+two power losses at once can take every copy of an acked record that the third
+replica, still catching up, does not have -- a loss on any protocol, not a
+finding (docs/chaos.md).
+
 Specs are written `FAULT[:TARGET]`, comma-separated: `kill,power-cycle:leader,
 partition`. Without a target a package draws `one` or `leader` each time: a
 fault on more than a minority at once loses un-fsynced acknowledged writes on
@@ -24,11 +38,22 @@ leaves no majority are there to be asked for, not drawn by default.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from nemesis import grudges
-from workloads.generator import Gen, cycle, once, ops, phases, sleep, sleep_around, time_limit
+from workloads.generator import (
+    Gen,
+    Timed,
+    cycle,
+    once,
+    ops,
+    phases,
+    sleep,
+    sleep_around,
+    time_limit,
+)
 
 CONTROLLER = "controller"  # the controller's node name (harness.backends.base.CONTROLLER)
 
@@ -107,10 +132,13 @@ class ScheduleSpec:
     interval: float = 3.0  # mean wait before each package
     duration: float = 3.0  # mean time a fault lasts before its recovery
     quiet: float = 2.0  # after each recovery: nothing
+    overlap: float = 0.0  # probability that a process package is compound (two faults)
+    gap: float = 1.5  # mean seconds between a compound package's two faults
 
     def as_dict(self) -> dict[str, Any]:
         return {"faults": [str(f) for f in self.faults], "time_limit": self.time_limit,
-                "interval": self.interval, "duration": self.duration, "quiet": self.quiet}
+                "interval": self.interval, "duration": self.duration, "quiet": self.quiet,
+                "overlap": self.overlap, "gap": self.gap}
 
 
 def minority_size(n: int) -> int:
@@ -158,15 +186,53 @@ def grudge_for(shape: str, nodes: list[str], brokers: list[str]) -> dict[str, li
     raise ValueError(f"shape {shape!r} takes no nodes")
 
 
+def compound_ops(rng: random.Random, fs: FaultSpec,
+                 spec: ScheduleSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two faults of a compound package: `fs` on one broker, then another
+    process fault of the spec's (never a second power-cycle) on another broker."""
+    first, second = rng.sample(spec.brokers, 2)
+    kinds = [f.fault for f in spec.faults if f.fault in PROCESS_PACKAGES]
+    other = rng.choice(kinds)
+    if fs.fault == "power-cycle" and other == "power-cycle":
+        other = "kill"  # the page cache survives a kill: one copy stays durable
+    return ({"f": fs.fault, "target": "one", "nodes": [first]},
+            {"f": other, "target": "one", "nodes": [second], "overlap": True})
+
+
+def _compound_allowed(fs: FaultSpec, spec: ScheduleSpec) -> bool:
+    # A fault already on a minority or all nodes has no second node to add.
+    return (spec.overlap > 0 and fs.fault in PROCESS_PACKAGES and len(spec.brokers) >= 2
+            and set(fs.targets) <= set(DEFAULT_TARGETS))
+
+
 def package(fs: FaultSpec, spec: ScheduleSpec) -> Gen:
-    """Wait around `interval`, the fault, its recovery after around `duration`, quiet."""
-    return phases(
+    """Wait around `interval`, the fault, its recovery after around `duration`, quiet;
+    with probability `overlap` a compound package (two faults `gap` apart)."""
+    single = phases(
         sleep_around(spec.interval),
         once(lambda rng: fault_op(rng, fs, spec)),
         sleep_around(spec.duration),
         once({"f": "recover"}),
         sleep(spec.quiet),
     )
+    if not _compound_allowed(fs, spec):
+        return single
+
+    def compound(rng: random.Random, start: float) -> Iterator[Timed]:
+        a, b = compound_ops(rng, fs, spec)
+        # The gap spreads 0.2..1.8 x its mean: past the session timeout the first
+        # broker's death is handled before the second is hit (a plain sequence).
+        yield from phases(sleep_around(spec.interval), once(a),
+                          sleep_around(spec.gap, spread=0.8), once(b),
+                          sleep_around(spec.duration), once({"f": "recover"}),
+                          sleep(spec.quiet))(rng, start)
+
+    def gen(rng: random.Random, start: float) -> Iterator[Timed]:
+        # Drawn first, so a seed's choice of package kinds does not shift with it.
+        chosen = compound if rng.random() < spec.overlap else single
+        yield from chosen(rng, start)
+
+    return gen
 
 
 def nemesis_generator(spec: ScheduleSpec) -> Gen:

@@ -39,12 +39,13 @@ def _wait(what: str, ok, timeout: float = 90.0) -> None:  # noqa: ANN001
     raise AssertionError(f"standalone cluster: {what} within {timeout:.0f} s")
 
 
-def _alive_workers(webui: int) -> int:
+def _alive_workers(webui: int) -> int | None:
+    """How many workers the master counts alive; None while it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as r:
             return int(json.load(r).get("aliveworkers", 0))
     except (OSError, ValueError):
-        return 0
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
              "--port", str(port), "--webui-port", str(webui)],
             env=env, stdout=log, stderr=log, start_new_session=True))
         try:
-            _wait("the master's web UI answering", lambda: _alive_workers(webui) == 0
-                  and urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2))
+            _wait("the master's web UI answering", lambda: _alive_workers(webui) is not None)
             for i in range(WORKERS):
                 procs.append(subprocess.Popen(
                     [spark_class, "org.apache.spark.deploy.worker.Worker", url,

@@ -54,8 +54,10 @@ def test_scenarios_lists_the_three() -> None:
     r = isrlab("scenarios")
     assert r.returncode == 0, r.stderr
     names = [line.split()[0] for line in r.stdout.splitlines()]
-    assert names == ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
-                     "kip279-unclean-divergence"]
+    assert names == ["alter-partition-stale-incarnation", "kafka-7415-epoch-gap-divergence",
+                     "kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+                     "kip279-unclean-divergence", "kip320-stale-metadata-divergence",
+                     "last-replica-standing-loss"]
 
 
 def test_unknown_scenario() -> None:

@@ -61,6 +61,12 @@ class FakeCluster:
     def heal(self) -> None:
         raise NotImplementedError("the fake cluster cannot partition the network")
 
+    def delay(self, plan: dict) -> None:
+        self._call("delay", ",".join(sorted(plan)))
+
+    def deliver(self) -> None:
+        self._call("deliver", "")
+
     def is_running(self, node: str) -> bool:
         return node in self.running
 

@@ -9,6 +9,15 @@ retrying -- later ops run late, so the rate is a ceiling, not a promise. Values
 are the run's shared unique counter (workloads.producer.Values) and every send
 and poll is one op pair in the same history as everything else.
 
+Sends are batched as Kafka's producer batches them (linger.ms, batch.size): a
+producer takes the next op, waits for its time, and takes with it every further
+op due within `linger` seconds, up to `batch` ops; the ops of each partition go
+in one produce request, appended atomically and acknowledged as one. When the
+producers are busy, ops are overdue when taken and batches fill up -- the
+backpressure that lets a Python client reach tens of thousands of records a
+second. `batch=1` is one record per request (the old behaviour). The history
+still has one invoke and one completion per record, with its offset.
+
 Consumers are one process per partition (the checker's notion of a consumer is
 one process reading one partition), polling below the HW at a fixed interval.
 """
@@ -65,7 +74,13 @@ class ContinuousWorkload:
     def __init__(self, client: ClusterClient, history: History, values: Values, *,
                  partitions: list[tuple[str, int]], producers: int, consumers: int,
                  rate: float, seed: int, acks: int | str = "all", timeout_ms: int = 5000,
-                 retry_ms: int = 10000, poll_interval: float = 0.05) -> None:
+                 retry_ms: int = 10000, poll_interval: float = 0.05, batch: int = 1,
+                 linger: float = 0.005, max_records: int = 100) -> None:
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        self.batch = batch
+        self.linger = linger
+        self._peeked: Timed | None = None
         self.values = values
         self.history = history
         self.counts = Counts()
@@ -81,7 +96,8 @@ class ContinuousWorkload:
         self._threads: list[threading.Thread] = []
         self._consumers = [
             ConsumerThread(Consumer(client, history, CONSUMER_BASE + i,
-                                    *partitions[i % len(partitions)]), poll_interval)
+                                    *partitions[i % len(partitions)],
+                                    max_records=max_records), poll_interval)
             for i in range(consumers)
         ]
 
@@ -95,31 +111,64 @@ class ContinuousWorkload:
         for c in self._consumers:
             c.start()
 
-    def _next(self) -> Timed | None:
+    def _pull(self) -> Timed | None:
+        """The next op of the stream (the lock held)."""
+        if self._peeked is not None:
+            item, self._peeked = self._peeked, None
+            return item
+        for item in self._stream:
+            if item.op is not None:
+                return item
+        return None
+
+    def _next_batch(self) -> list[Timed]:
+        """The next op and every further op due within `linger` of it, up to `batch`."""
         with self._lock:
-            for item in self._stream:
-                if item.op is not None:
-                    return item
-            return None
+            first = self._pull()
+            if first is None:
+                return []
+            out = [first]
+            while len(out) < self.batch:
+                item = self._pull()
+                if item is None:
+                    break
+                if item.at > first.at + self.linger:
+                    self._peeked = item  # the next batch's first op
+                    break
+                out.append(item)
+            return out
 
     def _produce(self, producer: Producer) -> None:
         while not self._stop.is_set():
-            item = self._next()
-            if item is None:
+            items = self._next_batch()
+            if not items:
                 return
-            delay = self._t0 + item.at - time.monotonic()
+            # Linger: the batch goes when its last op is due (at most `linger`
+            # after its first); overdue ops go at once.
+            delay = self._t0 + items[-1].at - time.monotonic()
             if delay > 0 and self._stop.wait(delay):
                 return
-            assert item.op is not None
-            op = producer.send(item.op["topic"], item.op["partition"], self.values.next())
-            with self._lock:
-                kind = op["type"]
-                if kind == OK:
-                    self.counts.ok += 1
-                elif kind == "fail":
-                    self.counts.fail += 1
+            by_partition: dict[tuple[str, int], int] = {}
+            for item in items:
+                assert item.op is not None
+                key = (item.op["topic"], item.op["partition"])
+                by_partition[key] = by_partition.get(key, 0) + 1
+            for (topic, partition), n in by_partition.items():
+                # Values are taken when the batch is sent, so they rise with time.
+                values = [self.values.next() for _ in range(n)]
+                if self.batch == 1:
+                    done = [producer.send(topic, partition, values[0])]
                 else:
-                    self.counts.info += 1
+                    done = producer.send_batch(topic, partition, values)
+                with self._lock:
+                    for op in done:
+                        kind = op["type"]
+                        if kind == OK:
+                            self.counts.ok += 1
+                        elif kind == "fail":
+                            self.counts.fail += 1
+                        else:
+                            self.counts.info += 1
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking ops; a send in flight completes (it may retry for the

@@ -56,6 +56,27 @@ class History:
             self._index += 1
             return op
 
+    def append_many(self, ops: list[tuple[int | str, str, str, Any, dict[str, Any]]]
+                    ) -> list[dict[str, Any]]:
+        """Several ops (process, type, f, value, fields) at one time, in order, with one
+        write and one flush: a producer's batch is one invoke or completion per record."""
+        if not ops:
+            return []
+        with self._lock:
+            now = self.clock.now()
+            out, lines = [], []
+            for process, type, f, value, fields in ops:
+                if type not in OP_TYPES:
+                    raise ValueError(f"op type must be one of {OP_TYPES}, got {type!r}")
+                op = {"index": self._index, "time": now, "process": process, "type": type,
+                      "f": f, "value": value, **fields}
+                self._index += 1
+                out.append(op)
+                lines.append(json.dumps(op, separators=(",", ":")))
+            self._file.write("\n".join(lines) + "\n")
+            self._file.flush()
+            return out
+
     def invoke(self, process: int | str, f: str, value: Any = None, **fields: Any) -> dict:
         return self.append(process, INVOKE, f, value, **fields)
 

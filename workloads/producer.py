@@ -32,6 +32,28 @@ RETRIABLE = {
 DEFINITE = {"NOT_ENOUGH_REPLICAS", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"}
 
 
+class Leaders:
+    """A producer's cached partition leaders, as Kafka's producer keeps metadata:
+    asked once, kept until a send to it fails, then asked again. (Asking every
+    broker before every batch would cost more than the batch.)"""
+
+    def __init__(self, client: ClusterClient) -> None:
+        self.client = client
+        self._known: dict[tuple[str, int], tuple[str, str]] = {}
+
+    def get(self, topic: str, partition: int, deadline: float) -> tuple[str, str] | None:
+        hit = self._known.get((topic, partition))
+        if hit is not None:
+            return hit
+        found = self.client.wait_leader(topic, partition, deadline)
+        if found is not None:
+            self._known[(topic, partition)] = found
+        return found
+
+    def forget(self, topic: str, partition: int) -> None:
+        self._known.pop((topic, partition), None)
+
+
 class Values:
     """Unique integer values for one run: a counter shared by every producer, so
     values are unique and a scenario's m0, m1, ... are 0, 1, ..."""
@@ -62,6 +84,7 @@ class Producer:
         self.acks = acks
         self.timeout_ms = timeout_ms
         self.retry_ms = retry_ms
+        self.leaders = Leaders(client)
 
     def send(
         self,
@@ -115,4 +138,58 @@ class Producer:
                 last_error = error
             if time.monotonic() >= deadline:
                 return self.history.complete(inv, FAIL, error=last_error)
+            time.sleep(0.05)
+
+    def send_batch(self, topic: str, partition: int, values: list[int]) -> list[dict[str, Any]]:
+        """Send `values` as one batch (one produce request, appended atomically and
+        acknowledged as one); the history gets one invoke per record, then one
+        completion per record -- on `ok` with its offset (base + position) -- so it
+        reads exactly as that many single sends (the checker pairs sends by value).
+        Outcomes and retries are `send`'s, for the whole batch."""
+        if not values:
+            return []
+        acks = self.acks
+        fields: dict[str, Any] = {"topic": topic, "partition": partition, "acks": acks}
+        invs = self.history.append_many([(self.process, "invoke", "send", v, fields)
+                                         for v in values])
+
+        def done(type_: str, **extra: Any) -> list[dict[str, Any]]:
+            offset = extra.pop("offset", None)
+            ops = []
+            for i, inv in enumerate(invs):
+                more = {**fields, **extra}
+                if offset is not None:
+                    more["offset"] = offset + i
+                ops.append((self.process, type_, "send", inv["value"], more))
+            return self.history.append_many(ops)
+
+        deadline = time.monotonic() + self.retry_ms / 1000
+        last_error = "LEADER_NOT_AVAILABLE"
+        request = {"type": "produce", "topic": topic, "partition": partition,
+                   "values": list(values), "acks": acks, "timeout_ms": self.timeout_ms}
+        while True:
+            target = self.leaders.get(topic, partition, deadline)
+            if target is None:
+                return done(FAIL, error=last_error)
+            node, addr = target
+            try:
+                reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
+            except NotSent as e:
+                self.leaders.forget(topic, partition)
+                last_error = f"connection refused by {node}: {e}"
+            except WireError as e:
+                self.leaders.forget(topic, partition)
+                return done(INFO, error=f"{node}: {e}", node=node)
+            else:
+                error = reply.get("error")
+                if error is None:
+                    return done(OK, node=node, offset=reply.get("offset"))
+                self.leaders.forget(topic, partition)
+                if error in DEFINITE:
+                    return done(FAIL, error=error, node=node)
+                if error not in RETRIABLE:
+                    return done(INFO, error=error, node=node)
+                last_error = error
+            if time.monotonic() >= deadline:
+                return done(FAIL, error=last_error)
             time.sleep(0.05)
