@@ -26,10 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 from contract import PROTOCOLS  # noqa: E402
 from harness import reaper  # noqa: E402
+from harness.assertions import judge  # noqa: E402
 from harness.errors import Interrupted  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 from harness.runner import RunOptions, run_scenario  # noqa: E402
-from harness.scenario import list_scenarios  # noqa: E402
+from harness.scenario import all_variants, list_scenarios  # noqa: E402
 
 
 def main() -> int:
@@ -47,7 +48,9 @@ def main() -> int:
     args = ap.parse_args()
     reaper.install_signal_handlers()  # Ctrl-C: the current run tears down, then we stop
 
-    scenarios = [s for s in list_scenarios() if not args.scenario or s.name in args.scenario]
+    # Every variant of each scenario is a row of its own (run_name NAME-VARIANT).
+    scenarios = [v for s in list_scenarios() if not args.scenario or s.name in args.scenario
+                 for v in all_variants(s)]
     protocols = args.protocol or list(PROTOCOLS)
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="isrlab-bench-"))
     print(f"runs in {runs_dir}", flush=True)
@@ -66,7 +69,7 @@ def main() -> int:
                 records.append((s, p, rec))
                 mark = "." if rec.error is None else "x"
                 print(mark, end="", flush=True)
-            print(f" {s.name} {p}", flush=True)
+            print(f" {s.run_name} {p}", flush=True)
 
     from checker.api import check_runs
 
@@ -94,14 +97,15 @@ def main() -> int:
             ok = 0
             for r in rows:
                 res = results.get(r.run_dir.resolve())
-                if res is not None and res.verdict == "valid" and \
+                # The figure assertions too: a failed one makes the verdict invalid.
+                if res is not None and judge(r.run_dir, res.verdict)[0] == "valid" and \
                         {a["kind"] for a in res.anomalies} == want:
                     ok += 1
             all_ok &= ok == len(rows)
             times = [r.elapsed for r in rows]
             incomplete = sum(r.error is not None for r in rows)
             note = f"  ({incomplete} incomplete)" if incomplete else ""
-            print(f"{s.name:32} {p:8} {ok:>4}/{len(rows):<4} "
+            print(f"{s.run_name:40} {p:8} {ok:>4}/{len(rows):<4} "
                   f"{statistics.mean(times):8.2f}/{max(times):.2f}{note}")
 
     for name, why in failures.items():

@@ -97,6 +97,8 @@ class Server:
         self.last_used = time.time()  # idle from here: Spark's start is not idleness
         self._write_info(ready=True)
         print(f"checker server {remote.checker_version()} ready on {self.master}", flush=True)
+        warmup = _WarmUp(self.master)
+        warmup.start()
         try:
             while not self.stopping:
                 left = self.idle_timeout - (time.time() - self.last_used)
@@ -108,12 +110,14 @@ class Server:
                     conn, _ = self.sock.accept()
                 except TimeoutError:
                     continue
+                warmup.abandon()  # a real request: what the warm-up compiled is kept
                 with conn:
                     conn.settimeout(None)
                     self._serve(conn)
                 self.last_used = time.time()
                 self._write_info(ready=True)
         finally:
+            warmup.abandon()
             self.sock.close()
             self._remove_own_files()
         return 0
@@ -189,6 +193,52 @@ class Server:
         finally:
             done.set()
             watcher.join()
+
+
+class _WarmUp(threading.Thread):
+    """Check a small made-up run once, right after Spark starts, while the caller's
+    cluster is still running: a cold JVM interprets and compiles Spark's planner
+    and generates the check's classes on its first check (~10 s of a cold
+    check). Abandoned -- its Spark jobs cancelled -- the moment a real request
+    arrives; what it compiled by then stays compiled."""
+
+    def __init__(self, master: str) -> None:
+        super().__init__(name="isrlab-checker-warmup", daemon=True)
+        self.master = master
+        self._abandoned = threading.Event()
+
+    def run(self) -> None:
+        import tempfile
+
+        from checker.api import check_runs
+        from checker.synth import RunBuilder
+
+        def say(_msg: str) -> None:
+            if self._abandoned.is_set():
+                raise _ClientGone()
+
+        try:
+            with tempfile.TemporaryDirectory(prefix="isrlab-warmup-") as tmp:
+                rb = RunBuilder(Path(tmp) / "warmup", protocol="0.10", brokers=("A", "B"))
+                rb.send(0, 100, 0).send(0, 101, 1).poll(1, 0, [(0, 100), (1, 101)], 2)
+                rb.nemesis("kill", ["A"]).nemesis("start", ["A"])
+                rb.event("A", "truncate", topic="t", partition=0, offset=1)
+                rb.replica("A", [(0, 100)], role="follower", hw=1, leader="B", leader_epoch=1)
+                rb.replica("B", [(0, 100)], role="leader", hw=1, leader_epoch=1)
+                rb.final_read([100])
+                check_runs([rb.write()], master=self.master, progress=say)
+            print("checker server: warmed up", flush=True)
+        except Exception:  # noqa: BLE001 - abandoned (cancelled jobs) or not: never fatal
+            pass
+
+    def abandon(self) -> None:
+        if not self.is_alive():
+            return
+        from checker.spark import get_session
+
+        self._abandoned.set()
+        get_session(self.master).sparkContext.cancelAllJobs()
+        self.join()
 
 
 def _finish_archive(dump: str | None) -> None:

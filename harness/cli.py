@@ -31,7 +31,7 @@ from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER, check_master
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
-from harness import cli_chaos, cli_checker, reaper
+from harness import assertions, cli_chaos, cli_checker, cli_matrix, reaper
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
 from harness.collect import collect_crashed, owner_gone
@@ -39,7 +39,7 @@ from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError,
 from harness.progress import Progress
 from harness.rundir import read_meta, run_status
 from harness.runner import RunOptions, run_scenario
-from harness.scenario import find_scenario, list_scenarios, load_scenario
+from harness.scenario import find_scenario, load_scenario
 from reports.render import INDEX, render_index, render_run
 
 T = TypeVar("T")
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="remove every run's objects, also of runs still going or of "
                          "another host")
     cli_chaos.register(sub)  # chaos, export, reproduce --runs
+    cli_matrix.register(sub)  # matrix, reproduce --variant/--all-variants
     cli_checker.register(sub)  # checker status|start|stop
     for parser in (r, c):
         cli_checker.add_no_server_flag(parser)
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     try:
-        for module in (cli_chaos, cli_checker):
+        for module in (cli_matrix, cli_chaos, cli_checker):
             done = module.dispatch(args)
             if done is not None:
                 return done
@@ -215,13 +216,13 @@ def _interruptible(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def cmd_scenarios() -> int:
-    for s in list_scenarios():
-        print(f"{s.name:32} {s.description}")
+    for line in cli_matrix.scenario_lines():
+        print(line)
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    scenario = load_scenario(find_scenario(args.scenario))
+    scenario = load_scenario(find_scenario(args.scenario), args.variant)
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     # local: every node's port; docker: the first of the host ports it maps.
     options: dict[str, Any] = {"port": args.port}
@@ -261,14 +262,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _finish(args, summary, result.exit_code, error=f"checker: {result.error}")
     _say_truncated([result])
     report = _render(record.run_dir)
+    # The scenario's figure assertions: a failed one makes the verdict invalid.
+    verdict, failed = assertions.judge(record.run_dir, result.verdict)
+    result = dataclasses.replace(result, verdict=verdict)
     code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
                    unexpected=result.unexpected, missing=result.missing,
-                   report=str(report) if report else None)
+                   report=str(report) if report else None, variant=scenario.variant,
+                   assertions_failed=failed)
     if not args.json:
         print(f"verdict: {result.verdict}{_verdict_gloss(result)}")
         for a in summary["anomalies"]:
             print(f"  {_anomaly_line(a)}")
+        for m in failed:
+            print(f"  {m}")
         print(f"run: {record.run_dir}")
         if report:
             print(f"report: {report}")

@@ -33,7 +33,7 @@ from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import PROTOCOLS
-from harness import cli_checker
+from harness import cli_checker, nightly
 from harness.backends import BACKENDS
 from harness.chaos import CHAOS, ChaosConfig, chaos_run, parse_sets, parse_time_limit
 from harness.errors import HarnessError, Interrupted, UsageError, one_line
@@ -43,6 +43,7 @@ from harness.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario import find_scenario, load_scenario
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
 from reports.render import INDEX, render_index
+from reports.trend import render_trend
 
 STATUS_EVERY = 5.0  # seconds between status lines during a chaos run
 ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
@@ -123,8 +124,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--brokers", type=_type(_positive_int), default=3)
     c.add_argument("--partitions", type=_type(_positive_int), default=3)
     c.add_argument("--producers", type=_type(_positive_int), default=4)
-    c.add_argument("--rate", type=_type(_positive_float), default=200.0,
-                   help="target sends per second over all producers (default 200)")
+    c.add_argument("--rate", type=_type(_positive_float), default=2000.0,
+                   help="target records per second over all producers (default 2000)")
+    c.add_argument("--batch", type=_type(_positive_int), default=100,
+                   help="records per produce request at most, Kafka's batch.size "
+                        "(default 100; 1: one record per request)")
+    c.add_argument("--linger", type=_type(_positive_float), default=0.005,
+                   help="seconds a batch waits for more records, linger.ms (default 0.005)")
     c.add_argument("--interval", type=_type(_positive_float), default=3.0,
                    help="mean seconds before each fault (default 3)")
     c.add_argument("--duration", type=_type(_positive_float), default=4.0,
@@ -150,6 +156,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     e.add_argument("--out", type=Path, metavar="FILE", help="default: stdout")
 
+    n = sub.add_parser("nightly", help="a configured chaos matrix: one night, checked in one "
+                                       "batch, JUnit, the night's index and the trend page")
+    n.add_argument("config", type=Path, metavar="CONFIG.yaml")
+    n.add_argument("--results", type=Path, required=True, metavar="DIR",
+                   help="the nights, the Parquet results table and trend.html live here")
+    n.add_argument("--port", type=_port, default=19092)
+    n.add_argument("--master", help=f"Spark master (default: embedded {DEFAULT_MASTER})")
+    cli_checker.add_no_server_flag(n)
+    _output_flags(n)
+
     r = sub.choices["reproduce"]
     r.add_argument("--runs", type=_type(_positive_int), default=1, metavar="N",
                    help="run it N times, check them in one batch, print k/N reproduced")
@@ -172,6 +188,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return cmd_chaos(args)
     if args.command == "export":
         return cmd_export(args)
+    if args.command == "nightly":
+        return cmd_nightly(args)
     if args.command == "reproduce" and getattr(args, "runs", 1) > 1:
         return cmd_reproduce_runs(args)
     return None
@@ -216,7 +234,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                       acks=ACKS[args.acks], broker_config=broker_cfg,
                       controller_config=controller_cfg, brokers=args.brokers,
                       partitions=args.partitions, producers=args.producers,
-                      consumers=args.partitions, rate=args.rate, interval=args.interval,
+                      consumers=args.partitions, rate=args.rate, batch=args.batch,
+                      linger=args.linger, interval=args.interval,
                       duration=args.duration, quiet=args.quiet_period,
                       overlap=args.overlap, gap=args.gap)
     cfg.broker_names()  # refuses a bad --brokers before anything starts
@@ -398,3 +417,105 @@ def cmd_reproduce_runs(args: argparse.Namespace) -> int:
     if any(r.verdict != VALID for r in results):
         return 3
     return 0
+
+
+# -- nightly -------------------------------------------------------------------
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    """One night of the configured matrix (harness.nightly); exit 1 for an anomaly a
+    row does not allow, 3 for a run that did not complete or could not be checked."""
+    night_cfg = nightly.load_config(args.config)  # FILE:LINE errors: exit 2, nothing started
+    seed = (night_cfg.seed if night_cfg.seed is not None
+            else int.from_bytes(os.urandom(3), "big"))
+    night = nightly.night_id()
+    night_dir = args.results / "nights" / night
+    progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
+    total = sum(c.runs for c in night_cfg.cells)
+    progress.line(f"nightly {night}: {len(night_cfg.cells)} cell(s), {total} run(s), seed "
+                  f"{seed}; in {night_dir}")
+    records: list[tuple[nightly.Cell, RunRecord]] = []
+    interrupted: HarnessError | None = None
+    done = 0
+    for cell in night_cfg.cells:
+        options: dict[str, Any] = {"port": args.port}
+        if cell.backend == "docker":
+            options["quiet"] = args.quiet
+        for i in range(cell.runs):
+            done += 1
+            scenario, meta = chaos_run(cell.config, seed + i)
+            meta["chaos"].update(batch=night, run=i + 1, runs=cell.runs, cell=cell.name,
+                                 row=cell.row, sets=cell.sets, allow=cell.allow)
+            record = run_scenario(scenario, RunOptions(
+                protocol=cell.protocol, backend=cell.backend, seed=seed + i,
+                runs_dir=night_dir / cell.name, backend_options=options, meta=meta,
+                status_every=STATUS_EVERY, status_prefix=f"{cell.name} run {i + 1}/"
+                f"{cell.runs} ({done}/{total})", time_limit=cell.config.time_limit), progress)
+            records.append((cell, record))
+            if isinstance(record.error, Interrupted):
+                interrupted = record.error
+                break
+            if record.error is not None:
+                progress.line(f"{cell.name} run {i + 1} did not complete: {record.error}")
+        if interrupted is not None:
+            break
+    if interrupted is not None:
+        print(f"isrlab: interrupted; the night's runs are in {night_dir}: `isrlab check "
+              f"{night_dir}` checks them", file=sys.stderr)
+        return interrupted.exit_code
+    progress.line(f"checking {len(records)} run(s) in one Spark batch")
+    try:
+        results = check_batch([r.run_dir for _, r in records], night_dir / INDEX, progress,
+                              master=args.master, junit=night_dir / "junit.xml",
+                              results=args.results / "results",
+                              use_server=cli_checker.use_server(args))
+    except CheckerError as e:
+        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
+        return e.exit_code
+    except Interrupted as e:
+        print(f"isrlab: {e}; `isrlab check {night_dir}` checks the runs", file=sys.stderr)
+        return e.exit_code
+    by_dir = {r.run_dir.resolve(): r for r in results}
+    runs_meta = []
+    bad = 0
+    for cell, record in records:
+        r = by_dir.get(record.run_dir.resolve())
+        found = (r.summary.get("found") or {}) if r is not None else {}
+        not_allowed = sorted(k for k in found if k not in cell.allow)
+        bad += bool(not_allowed)
+        runs_meta.append({
+            "run_id": record.run_id, "run_dir": str(record.run_dir), "row": cell.row,
+            "cell": cell.name, "protocol": cell.protocol, "faults": cell.faults,
+            "acks": cell.acks, "set": cell.set_name, "sets": cell.sets,
+            "backend": cell.backend, "allow": cell.allow,
+            "verdict": r.verdict if r is not None else None, "found": found,
+            "not_allowed": not_allowed,
+            "detection_s": nightly.detection_times(record.run_dir) if found else {},
+            "throughput": nightly.throughput(r.summary) if r is not None else None,
+            "report": _report(r) if r is not None else None})
+        if not args.json:
+            kinds = ", ".join(f"{k} ×{n}" for k, n in found.items())
+            mark = f" NOT ALLOWED: {', '.join(not_allowed)}" if not_allowed else ""
+            print(f"{cell.name} seed {r.summary.get('seed') if r else '?'}: "
+                  f"{r.verdict if r else 'not checked'}{': ' + kinds if kinds else ''}{mark}")
+    meta_out = {"night": night, "config": str(args.config), "seed": seed,
+                "index": str(night_dir / INDEX), "junit": str(night_dir / "junit.xml"),
+                "runs": runs_meta}
+    (night_dir / "night.json").write_text(json.dumps(meta_out, indent=1, default=str),
+                                          encoding="utf-8")
+    trend_page = render_trend(args.results)
+    if bad:
+        code = 1
+    elif any(r.error is not None for _, r in records) or any(
+            x.verdict not in (VALID, "invalid") for x in results):
+        code = 3
+    else:
+        code = 0
+    if args.json:
+        print(json.dumps({"night": night, "seed": seed, "index": str(night_dir / INDEX),
+                          "junit": str(night_dir / "junit.xml"), "trend": str(trend_page),
+                          "runs": runs_meta, "exit_code": code}, default=str))
+    else:
+        print(f"night: {night_dir / INDEX}\ntrend: {trend_page}\n"
+              f"{bad} of {len(records)} run(s) show an anomaly their row does not allow")
+    return code

@@ -71,7 +71,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     UsageError, before creating anything, if the cluster's addresses are taken."""
     t0 = time.monotonic()
     seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
-    run_id = new_run_id(scenario.name, opts.protocol)
+    run_id = new_run_id(scenario.run_name, opts.protocol)
     spec = scenario.cluster_spec(opts.protocol)
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **opts.backend_options)
     # A taken address is a configuration error: fail before anything exists.
@@ -105,6 +105,10 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         workload=scenario.workload,
         nemesis=[s.as_dict() for s in steps],
         expect=scenario.expect_for(opts.protocol),
+        # Judged by the harness after the check (harness.assertions).
+        variant=scenario.variant,
+        assertions=[{k: v for k, v in a.items() if v is not None}
+                    for a in scenario.assertions_for(opts.protocol)],
         started_at=utc_now(),
         start_unix_ns=clock.start_unix_ns,
         ended_at=None,
@@ -123,6 +127,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     background: ContinuousWorkload | None = None
     ticker: StatusTicker | None = None
     observer = Observer(backend, collector)
+    ctx: StepContext | None = None
     try:
         reaper.release()
         backend.start_controller()
@@ -153,6 +158,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                               retry_ms=w["retry_ms"]),
             consumer=Consumer(client, history, 1, w["topic"], w["partition"]),
             values=values, progress=progress, labels=labels, background=background,
+            client=client, workload=w, seed=seed,
         )
         runner = StepRunner(ctx, str(scenario.path))
         for step in steps:
@@ -174,6 +180,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         reaper.hold()
         if ticker is not None:
             ticker.stop()
+        if ctx is not None:
+            ctx.close()  # timed undos cancelled, a `load` stopped
         observer.close()
         if background is not None:
             background.stop()

@@ -18,7 +18,7 @@ from broker.protocol import ALIASES, VERSIONS, canonical
 from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import UsageError
-from harness.scenario_steps import Step, parse_steps
+from harness.scenario_steps import COMPARISONS, Step, parse_steps
 from harness.validate import Validator, check_topic_partition
 from harness.yamlloc import LocMap, load
 
@@ -26,6 +26,16 @@ SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 DEFAULT_RATE = 100  # background sends per second, over all producers
+VARIANT_KEYS = ("description", "broker", "controller", "workload", "expect", "assert")
+# Figures an `assert` may name. The checker's, from check/summary.json `figures`
+# (checker.figures), and the harness's own, computed from the run directory after
+# the check (harness.assertions): each is documented in docs/scenarios.md.
+CHECKER_FIGURES = ("isr_shrinks", "isr_expands", "leader_elections", "truncations", "sends",
+                   "sends_ok", "sends_fail", "sends_info", "polls_ok", "unseen_acked",
+                   "nemesis_ops")
+HARNESS_FIGURES = ("hw_stall_ms", "unavailable_ms", "isr_rejoins", "offline_ms")
+FIGURES = CHECKER_FIGURES + HARNESS_FIGURES
+ASSERT_OPS = tuple(c for c in COMPARISONS if c != "same-as")
 
 
 @dataclass
@@ -42,6 +52,22 @@ class Scenario:
     steps: list[Step]
     source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Figure assertions ({figure, op: value, protocols?, line}), judged after the check.
+    assertions: list[dict[str, Any]] = field(default_factory=list)
+    variant: str | None = None  # the variant this object is (None: the file has none)
+    # Every variant the file declares: name -> the first line of its description.
+    variants: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def run_name(self) -> str:
+        """The name in run ids and run.json `scenario`: a variant's is NAME-VARIANT
+        (`scenario_name` stays the file's)."""
+        return f"{self.name}-{self.variant}" if self.variant else self.name
+
+    def assertions_for(self, protocol: str) -> list[dict[str, Any]]:
+        return [a for a in self.assertions
+                if a.get("protocols") is None or protocol in a["protocols"]
+                or canonical(protocol) in [canonical(p) for p in a["protocols"]]]
 
     def cluster_spec(self, protocol: str) -> ClusterSpec:
         return ClusterSpec(protocol=protocol, brokers=list(self.brokers), topics=self.topics,
@@ -74,6 +100,13 @@ def list_scenarios(directory: Path = SCENARIO_DIR) -> list[Scenario]:
     return [load_scenario(p) for p in sorted(directory.glob("*.yaml"))]
 
 
+def all_variants(scenario: Scenario) -> list[Scenario]:
+    """The scenario once per declared variant (itself when it declares none)."""
+    if not scenario.variants:
+        return [scenario]
+    return [load_scenario(scenario.path, name) for name in scenario.variants]
+
+
 def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
     """A path if it looks like one (has a / or ends in .yaml/.yml), else a shipped name."""
     if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
@@ -98,12 +131,68 @@ def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
 # -- validation --------------------------------------------------------------
 
 
-def load_scenario(path: Path) -> Scenario:
-    """Load and validate one scenario file; raises ScenarioError (exit 2)."""
+def load_scenario(path: Path, variant: str | None = None) -> Scenario:
+    """Load and validate one scenario file, as `variant` (default: the first the file
+    declares, if any); every variant is validated. Raises ScenarioError (exit 2)."""
     v = Validator(path)
     doc = v.mapping(load(path), 1, "a scenario file")
+    declared = _variants(v, doc)
+    if variant is not None and variant not in declared:
+        known = ", ".join(declared) or "none"
+        raise v.err(doc.line_of("variants") if declared else doc.line,
+                    f"no variant {variant!r} in this scenario; it declares: {known}")
+    for name in declared:
+        if name != (variant or next(iter(declared))):
+            _load(v, path, doc, declared, name)  # errors in any variant are reported
+    return _load(v, path, doc, declared, variant or next(iter(declared), None))
+
+
+def _variants(v: Validator, doc: LocMap) -> dict[str, LocMap]:
+    if "variants" not in doc:
+        return {}
+    m = v.mapping(doc["variants"], doc.line_of("variants"), "variants")
+    if not m:
+        raise v.err(m.line, "variants must declare at least one variant")
+    out = {}
+    for name, body in m.items():
+        if not isinstance(name, str) or not NODE_NAME.match(name):
+            raise v.err(m.line_of(name), f"variant name {name!r} must be a word like acks-1")
+        if body is None:  # an empty variant: the file as it is
+            body = LocMap()
+            body.line, body.key_lines = m.line_of(name), {}
+        body = v.mapping(body, m.line_of(name), f"variant {name}")
+        v.keys(body, VARIANT_KEYS, f"variant {name}")
+        out[name] = body
+    return out
+
+
+def _merged(base: Any, over: Any) -> Any:
+    """Mapping `over` laid over `base` (line numbers kept: each key's from where it
+    was written)."""
+    if not isinstance(over, LocMap):
+        return base
+    if not isinstance(base, LocMap):
+        return over
+    m = LocMap({**base, **over})
+    m.line, m.key_lines = base.line, {**base.key_lines, **over.key_lines}
+    return m
+
+
+def _load(v: Validator, path: Path, doc: LocMap, declared: dict[str, LocMap],
+          variant: str | None) -> Scenario:
+    if variant is not None:  # the variant's sections laid over the file's
+        body = declared[variant]
+        copy = LocMap(doc)
+        copy.line, copy.key_lines = doc.line, dict(doc.key_lines)
+        doc = copy
+        for key in ("broker", "controller", "workload"):
+            if key in body:
+                doc[key] = _merged(doc.get(key), body[key])
+                doc.key_lines.setdefault(key, body.line_of(key))
+        if "expect" in body:
+            doc["expect"], doc.key_lines["expect"] = body["expect"], body.line_of("expect")
     top = ("name", "description", "source", "cluster", "broker", "controller", "workload",
-           "expect", "steps")
+           "expect", "steps", "variants", "assert")
     v.keys(doc, top, "the scenario", required=("name", "description", "cluster", "expect",
                                                 "steps"))
     name = v.string(doc["name"], doc.line_of("name"), "name")
@@ -117,11 +206,57 @@ def load_scenario(path: Path) -> Scenario:
     controller_config = _config(v, doc, "controller", ControllerConfig)
     workload = _workload(v, doc, topics)
     expect = _expect(v, doc)
-    steps = parse_steps(v, doc, brokers, topics, workload)
+    steps = parse_steps(v, doc, brokers, topics, workload, tuple(declared))
+    steps = [s for s in steps if s.variants is None or variant in s.variants]
+    if workload["producers"] or workload["consumers"]:
+        for s in steps:
+            if s.kind == "load":  # the two would share process ids
+                raise v.err(s.line, "a load step cannot be used with workload producers "
+                                    "or consumers (they run for the whole scenario)")
+    assertions = _assertions(v, doc)
+    if variant is not None and "assert" in declared[variant]:
+        assertions += _assertions(v, declared[variant])
     return Scenario(name=name, description=description.strip().splitlines()[0], path=path,
                     brokers=brokers, topics=topics, broker_config=broker_config,
                     controller_config=controller_config, workload=workload, expect=expect,
-                    steps=steps, source=source)
+                    steps=steps, source=source, assertions=assertions, variant=variant,
+                    variants={n: _first_line(b.get("description")) for n, b in declared.items()})
+
+
+def _first_line(text: Any) -> str:
+    return str(text).strip().splitlines()[0] if text else ""
+
+
+def _assertions(v: Validator, doc: LocMap) -> list[dict[str, Any]]:
+    """`assert: [{figure: isr_shrinks, ge: 3, protocols: [...]}, ...]`."""
+    if "assert" not in doc:
+        return []
+    sl = v.seq(doc["assert"], doc.line_of("assert"), "assert")
+    out = []
+    for i, raw in enumerate(sl):
+        m = v.mapping(raw, sl.line_of(i), "an assertion")
+        v.keys(m, ("figure", *ASSERT_OPS, "protocols", "note"), "an assertion",
+               required=("figure",))
+        fig = m["figure"]
+        if fig not in FIGURES:
+            raise v.err(m.line_of("figure"), f"unknown figure {fig!r}; known: "
+                                             f"{', '.join(FIGURES)}")
+        ops = {op: m[op] for op in ASSERT_OPS if op in m}
+        if not ops:
+            raise v.err(m.line, f"an assertion needs a comparison: {', '.join(ASSERT_OPS)}")
+        for op, x in ops.items():
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise v.err(m.line_of(op), f"{fig} {op} needs a number, got {x!r}")
+        protocols = None
+        if "protocols" in m:
+            pl = v.seq(m["protocols"], m.line_of("protocols"), "protocols")
+            for p in pl:
+                if p not in PROTOCOLS:
+                    raise v.err(m.line_of("protocols"), f"unknown protocol version {p!r}")
+            protocols = list(pl)
+        out.append({"figure": fig, **ops, "protocols": protocols, "line": m.line,
+                    "note": m.get("note")})
+    return out
 
 
 def _cluster(v: Validator, doc: LocMap) -> tuple[list[str], list[dict[str, Any]]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +18,19 @@ ADMIN_OPS = ("flush", "checkpoint-hw")
 OUTCOMES = ("ok", "fail", "info", "not-ok", "any")
 # `sleep` and `recover` carry the timed fault schedules of chaos runs (harness.chaos)
 # and the scenarios exported from them (harness.export).
-STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", "sleep", "recover",
+# `load` starts (or stops) background producers between steps: a rate or bursts.
+STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", "sleep", "recover", "load",
               *PROCESS_FAULTS, *NETWORK_FAULTS)
 PARTITION_SHAPES = ("isolate", "split", "halves", "bridge", "cut")
 # The requests between nodes a `delay` may be limited to (broker/PROTOCOL.md).
 DELAY_REQUESTS = ("replica-fetch", "offsets-for-leader-epoch", "register", "heartbeat",
                   "alter-partition", "shutdown")
-STEP_MODIFIERS = ("protocols", "note")
+STEP_MODIFIERS = ("protocols", "variants", "note")
+# Process faults that take `for`: the undoing fault is scheduled that long after
+# (a timer, not the next steps' duration). Only pause: its undo (SIGCONT) is
+# instant, so a timer thread never waits on a broker's start-up.
+TIMED_FAULTS = {"pause": "resume"}
+DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)?\s*$")
 # Broker status fields a wait may test; the controller's status has a subset
 # (leader, leader_epoch, isr, partition_epoch).
 STATUS_FIELDS = ("role", "leader", "leader_epoch", "leo", "hw", "hw_checkpoint", "isr",
@@ -42,6 +49,7 @@ class Step:
     line: int
     protocols: list[str] | None = None
     note: str | None = None
+    variants: list[str] | None = None  # run only in these variants (None: every one)
 
     def applies_to(self, protocol: str) -> bool:
         return self.protocols is None or protocol in self.protocols
@@ -51,6 +59,8 @@ class Step:
                              "args": self.args}
         if self.protocols is not None:
             d["protocols"] = self.protocols
+        if self.variants is not None:
+            d["variants"] = self.variants
         if self.note:
             d["note"] = self.note
         return d
@@ -60,7 +70,14 @@ class Step:
         if self.kind in PROCESS_FAULTS:
             if "nodes" not in a:  # a chaos target, resolved when it runs
                 return f"{self.kind} the leader of {a['topic']}/{a['partition']}"
-            return f"{self.kind} {', '.join(a['nodes'])}"
+            timed = f" for {a['for'] * 1000:g} ms" if a.get("for") is not None else ""
+            return f"{self.kind} {', '.join(a['nodes'])}{timed}"
+        if self.kind == "load":
+            if a.get("stop"):
+                return "load stop"
+            how = (f"bursts of {a['burst']} every {a['every'] * 1000:g} ms" if a.get("burst")
+                   else f"{a['rate']:g}/s")
+            return f"load: {a['producers']} producer(s), {how}, acks {a['acks']}"
         if self.kind == "partition":
             if "grudge" not in a:
                 return (f"partition ({a['shape']} the leader of {a['topic']}/"
@@ -100,7 +117,7 @@ def _show(v: Any) -> str:
 
 
 def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict[str, Any]],
-           workload: dict[str, Any]) -> list[Step]:
+                workload: dict[str, Any], declared_variants: tuple[str, ...] = ()) -> list[Step]:
     sl = v.seq(doc["steps"], doc.line_of("steps"), "steps")
     if not sl:
         raise v.err(sl.line, "steps must not be empty")
@@ -128,17 +145,51 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
                 if p not in PROTOCOLS:
                     raise v.err(m.line_of("protocols"), f"unknown protocol version {p!r}")
             protocols = list(pl)
+        variants = None
+        if "variants" in m:
+            vl = m["variants"]
+            vl = [vl] if isinstance(vl, str) else v.seq(vl, m.line_of("variants"), "variants")
+            for name in vl:
+                if name not in declared_variants:
+                    known = ", ".join(declared_variants) or "none declared"
+                    raise v.err(m.line_of("variants"), f"unknown variant {name!r}; "
+                                                       f"this file declares: {known}")
+            variants = list(vl)
         note = m.get("note")
         args = _step_args(v, kind, m[kind], m.line_of(kind), brokers, topics, workload)
         steps.append(Step(index=i + 1, kind=kind, args=args, line=line, protocols=protocols,
-                          note=note if isinstance(note, str) else None))
+                          note=note if isinstance(note, str) else None, variants=variants))
     return steps
+
+
+def duration(v: Validator, raw: Any, line: int, what: str) -> float:
+    """Seconds from `2`, `0.5`, `2s`, `100ms` (a positive amount)."""
+    if isinstance(raw, str):
+        m = DURATION.match(raw)
+        if m is None:
+            raise v.err(line, f"{what}: cannot parse duration {raw!r}; write e.g. 100ms, "
+                              f"2s or 1.5 (seconds)")
+        x = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+        return v.seconds(x, line, what)
+    return v.seconds(raw, line, what)
 
 
 def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
                topics: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
     if kind in PROCESS_FAULTS:
+        if isinstance(raw, LocMap):  # {node: C, for: 100ms}
+            v.keys(raw, ("node", "for"), kind, required=("node",))
+            args: dict[str, Any] = {"nodes": v.nodes(raw["node"], raw.line_of("node"), brokers,
+                                                     kind)}
+            if "for" in raw:
+                if kind not in TIMED_FAULTS:
+                    raise v.err(raw.line_of("for"), f"for applies to "
+                                                    f"{', '.join(TIMED_FAULTS)} only")
+                args["for"] = duration(v, raw["for"], raw.line_of("for"), f"{kind} for")
+            return args
         return {"nodes": v.nodes(raw, line, brokers, kind)}
+    if kind == "load":
+        return _load_args(v, raw, line, topics, workload)
     if kind == "delay":
         return _delay_args(v, raw, line, brokers)
     if kind in ("heal", "recover", "deliver"):
@@ -305,10 +356,7 @@ def _delay_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[s
         raise v.err(line, "delay: a node cannot be both in from and to")
     seconds = None
     if "for" in m:
-        raw_for = m["for"]
-        if isinstance(raw_for, str) and raw_for.endswith("s"):
-            raw_for = raw_for[:-1]
-        seconds = v.seconds(raw_for, m.line_of("for"), "for")
+        seconds = duration(v, m["for"], m.line_of("for"), "for")
     requests = None
     if "requests" in m:
         rl = m["requests"]
@@ -320,3 +368,31 @@ def _delay_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[s
                                                    f"{', '.join(DELAY_REQUESTS)}")
     return {"from": frm, "to": to, "for": seconds, "requests": requests,
             "plan": delays.plan(frm, to, seconds, requests)}
+
+
+def _load_args(v: Validator, raw: Any, line: int, topics: list[dict[str, Any]],
+               workload: dict[str, Any]) -> dict[str, Any]:
+    """`load: {rate: 200}`, `load: {burst: 6, every: 300ms}`, `load: stop`."""
+    if raw == "stop":
+        return {"stop": True}
+    m = v.mapping(raw, line, "load (or `load: stop`)")
+    v.keys(m, ("producers", "rate", "burst", "every", "acks", "topic", "partition"), "load")
+    if "burst" in m and "rate" in m:
+        raise v.err(m.line_of("rate"), "load takes a rate or a burst (with every), not both")
+    if ("burst" in m) != ("every" in m):
+        raise v.err(m.line, "a burst load needs both burst (records) and every (a duration)")
+    args: dict[str, Any] = {
+        "stop": False,
+        "producers": v.integer(m.get("producers", 1), m.line_of("producers"), "producers", 1),
+        "acks": v.acks(m.get("acks", workload["acks"]), m.line_of("acks")),
+        "topic": m.get("topic", workload["topic"]),
+        "partition": m.get("partition", workload["partition"]),
+        "rate": None, "burst": None, "every": None,
+    }
+    if "burst" in m:
+        args["burst"] = v.integer(m["burst"], m.line_of("burst"), "burst", 1)
+        args["every"] = duration(v, m["every"], m.line_of("every"), "every")
+    else:
+        args["rate"] = v.seconds(m.get("rate", workload["rate"]), m.line_of("rate"), "rate")
+    check_topic_partition(v, m.line_of("topic"), topics, args["topic"], args["partition"])
+    return args

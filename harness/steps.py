@@ -9,6 +9,7 @@ while still seeing an event that happened before the wait began.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +20,13 @@ from harness.backends.base import CONTROLLER, Backend
 from harness.errors import RunIncomplete
 from harness.observe import Observer, wait_for
 from harness.progress import Progress
-from harness.scenario_steps import Step
+from harness.scenario_steps import TIMED_FAULTS, Step
 from nemesis.faults import Nemesis
 from nemesis.schedule import grudge_for
+from workloads.client import ClusterClient
 from workloads.consumer import Consumer, FinalReadError, final_read
 from workloads.continuous import ContinuousWorkload
+from workloads.generator import Gen, cycle, once, phases, sleep
 from workloads.history import History
 from workloads.producer import Producer, Values
 
@@ -59,6 +62,45 @@ class StepContext:
     # stops before the final read, so the read sees every send completed.
     background: ContinuousWorkload | None = None
     steps_started: float | None = None  # time.monotonic() when the first step began
+    # For `load` steps: the cluster client, the workload's settings, the run's seed.
+    client: ClusterClient | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    load: ContinuousWorkload | None = None  # the producers a `load` step started
+    # Timed faults' scheduled undos (pause for: a resume), not yet done.
+    timers: list[threading.Timer] = field(default_factory=list)
+    # One nemesis op at a time: a timer's resume may fire while a step's fault runs,
+    # and the nemesis process has one op in flight (Jepsen's model).
+    nemesis_lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def settle_timers(self) -> None:
+        """Let every scheduled undo happen (before a final read or recover)."""
+        for t in list(self.timers):
+            t.join()
+        self.timers.clear()
+
+    def close(self) -> None:
+        """A run ending (also by an error): no undo fires after this, load stops."""
+        for t in self.timers:
+            t.cancel()
+        for t in self.timers:
+            t.join()
+        self.timers.clear()
+        if self.load is not None:
+            self.load.stop()
+            self.load = None
+
+
+def bursts(partitions: list[tuple[str, int]], size: int, every: float) -> Gen:
+    """`size` sends due at the same instant, every `every` seconds: a producer
+    flushing a full batch (workloads.continuous batches them into one request)."""
+
+    def one(rng: Any) -> Gen:
+        topic, partition = rng.choice(partitions)
+        op = {"f": "send", "topic": topic, "partition": partition}
+        return phases(sleep(every), *[once(op) for _ in range(size)])
+
+    return cycle(one)
 
 
 class StepRunner:
@@ -78,22 +120,18 @@ class StepRunner:
             ctx.progress.line(f"step {step.index}{where}: {step.describe()}")
         try:
             if step.kind in PROCESS_FAULTS:
-                ctx.nemesis.invoke(step.kind, self._targets(step.args))
-            elif step.kind == "partition":
-                grudge = step.args.get("grudge")
-                if grudge is None:  # isolate / cut-controller of a leader, drawn now
-                    grudge = grudge_for(step.args["shape"], self._targets(step.args),
-                                        ctx.backend.brokers)
-                ctx.nemesis.partition(grudge)
-            elif step.kind == "heal":
-                ctx.nemesis.heal()
-            elif step.kind == "delay":
-                a = step.args
-                spec = {k: a[k] for k in ("from", "to", "for", "requests") if a[k] is not None}
-                ctx.nemesis.delay(spec, a["plan"])
-            elif step.kind == "deliver":
-                ctx.nemesis.deliver()
+                nodes = self._targets(step.args)
+                with ctx.nemesis_lock:
+                    ctx.nemesis.invoke(step.kind, nodes)
+                if step.args.get("for") is not None:
+                    self._schedule_undo(step.kind, nodes, step.args["for"])
+            elif step.kind == "load":
+                self._load(step)
+            elif step.kind in ("partition", "heal", "delay", "deliver"):
+                with ctx.nemesis_lock:
+                    self._network(step)
             elif step.kind == "recover":
+                ctx.settle_timers()
                 for op in ctx.nemesis.heal_all():
                     ctx.progress.line(f"  recovered: {op['f']} {_value(op['value'])}")
             else:
@@ -117,6 +155,66 @@ class StepRunner:
             self.ctx.progress.line(f"  no leader of {a['topic']}/{a['partition']} known; "
                                    f"targeting {leader}")
         return [leader]
+
+    def _network(self, step: Step) -> None:
+        ctx = self.ctx
+        if step.kind == "partition":
+            grudge = step.args.get("grudge")
+            if grudge is None:  # isolate / cut-controller of a leader, drawn now
+                grudge = grudge_for(step.args["shape"], self._targets(step.args),
+                                    ctx.backend.brokers)
+            ctx.nemesis.partition(grudge)
+        elif step.kind == "heal":
+            ctx.nemesis.heal()
+        elif step.kind == "delay":
+            a = step.args
+            spec = {k: a[k] for k in ("from", "to", "for", "requests") if a[k] is not None}
+            ctx.nemesis.delay(spec, a["plan"])
+        else:
+            ctx.nemesis.deliver()
+
+    def _schedule_undo(self, kind: str, nodes: list[str], seconds: float) -> None:
+        """`pause: {node: C, for: 100ms}`: the resume runs on a timer thread, so it
+        comes when due whatever the following steps do meanwhile."""
+        ctx, undo = self.ctx, TIMED_FAULTS[kind]
+
+        def fire() -> None:
+            with ctx.nemesis_lock:
+                try:
+                    ctx.nemesis.invoke(undo, nodes)
+                    ctx.progress.line(f"  timed: {undo} {', '.join(nodes)} "
+                                      f"({seconds * 1000:g} ms after {kind})")
+                except Exception as e:  # noqa: BLE001 - said; the final read resumes it
+                    ctx.progress.line(f"  timed {undo} {', '.join(nodes)} failed: {e}")
+
+        t = threading.Timer(seconds, fire)
+        t.daemon = True
+        t.name = f"timed-{undo}"
+        ctx.timers.append(t)
+        t.start()
+
+    def _load(self, step: Step) -> None:
+        """Start background producers (replacing any a previous `load` started), or
+        stop them. Their sends are ops of processes 100.. in the same history."""
+        a, ctx = step.args, self.ctx
+        if ctx.load is not None:
+            ctx.load.stop()
+            ctx.load = None
+            ctx.progress.line("  load stopped")
+        if a["stop"]:
+            return
+        assert ctx.client is not None
+        w = ctx.workload
+        parts = [(a["topic"], a["partition"])]
+        burst = a["burst"]
+        ctx.load = ContinuousWorkload(
+            ctx.client, ctx.history, ctx.values, partitions=parts, producers=a["producers"],
+            consumers=0, rate=a["rate"] or 1.0, seed=ctx.seed + step.index, acks=a["acks"],
+            timeout_ms=w.get("timeout_ms", 5000), retry_ms=w.get("retry_ms", 10000),
+            # A burst goes as one produce request, appended at once (a full batch).
+            batch=burst or 1, linger=0.005,
+            stream=bursts(parts, burst, a["every"]) if burst else None)
+        ctx.load.start()
 
     def _sleep(self, step: Step, started: int) -> None:
         a, ctx = step.args, self.ctx
@@ -215,6 +313,11 @@ class StepRunner:
         if ctx.background is not None:
             ctx.progress.line("  stopping the background workload")
             ctx.background.stop()
+        if ctx.load is not None:
+            ctx.progress.line("  stopping the load")
+            ctx.load.stop()
+            ctx.load = None
+        ctx.settle_timers()
         if step.args["heal"]:
             for op in ctx.nemesis.heal_all():
                 ctx.progress.line(f"  healed: {op['f']} {_value(op['value'])}")

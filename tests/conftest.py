@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -76,10 +77,18 @@ def alive(pid: int) -> bool:
 def free_base_port(count: int) -> int:
     """A base port with `count` consecutive ports free on 127.0.0.1 (docker maps
     one host port per node from the base)."""
-    for _ in range(50):
-        base = free_port()
-        if base + count >= 65535:
-            continue
+    # Below the kernel's ephemeral range: there, outgoing connections (a chaos
+    # workload's tens of thousands) take every other port, and consecutive free
+    # ports are rare.
+    low = 20000
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            high = int(f.read().split()[0]) - count
+    except (OSError, ValueError, IndexError):
+        high = 32000
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(low, max(low + 1, high))
         if all(address_free(f"127.0.0.1:{p}") for p in range(base, base + count)):
             return base
     raise RuntimeError("no free port range")

@@ -53,11 +53,19 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
 def test_scenarios_lists_the_three() -> None:
     r = isrlab("scenarios")
     assert r.returncode == 0, r.stderr
-    names = [line.split()[0] for line in r.stdout.splitlines()]
-    assert names == ["alter-partition-stale-incarnation", "kafka-7415-epoch-gap-divergence",
+    # One line per scenario (NAME: description), then its source and one line of
+    # expectations per variant, indented.
+    names = [line.split(":")[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
+    assert names == ["acks1-failover-loss", "alter-partition-stale-incarnation",
+                     "follower-gc-pause", "hw-lags-one-fetch", "isr-flapping-lag-messages",
+                     "kafka-7415-epoch-gap-divergence",
                      "kip101-hw-truncation-loss", "kip101-power-loss-divergence",
                      "kip279-unclean-divergence", "kip320-stale-metadata-divergence",
-                     "last-replica-standing-loss"]
+                     "last-replica-standing-loss", "min-isr-prevents-loss",
+                     "unclean-election-loss"]
+    assert "    expect 0.10 lost-write · 0.11+ none" in r.stdout.splitlines()
+    assert "    [unclean-on] expect all lost-write" in r.stdout.splitlines()
+    assert "    source: seed 004 §1.3.2; SCENARIOS.md §4" in r.stdout.splitlines()
 
 
 def test_unknown_scenario() -> None:
@@ -485,3 +493,31 @@ def test_check_an_interrupted_run(tmp_path: Path) -> None:
     assert ('<span class="verdict incomplete">incomplete</span> Incomplete: the run did not '
             "finish, and only what it recorded was checked; lost-write, expected, not judged."
             ) in report
+
+
+# -- variants, assertions, matrix: bad input (issue 20) ----------------------------------
+
+
+def test_unknown_variant_names_the_file_and_line() -> None:
+    r = isrlab("reproduce", "unclean-election-loss", "--protocol", "0.10", "--variant", "nope")
+    line = one_line_error(r)
+    assert "unclean-election-loss.yaml:" in line
+    assert "no variant 'nope'" in line and "unclean-off, unclean-on" in line
+
+
+def test_bad_assertion_and_duration_name_the_line(tmp_path: Path) -> None:
+    src = (ROOT / "harness" / "scenarios" / "follower-gc-pause.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src.replace("figure: hw_stall_ms", "figure: hw_stalls"))
+    line = one_line_error(isrlab("reproduce", str(bad), "--protocol", "0.10"))
+    n = 1 + src.splitlines().index(next(x for x in src.splitlines() if "hw_stall_ms" in x))
+    assert line.startswith(f"isrlab: {bad}:{n}: unknown figure 'hw_stalls'"), line
+    bad.write_text(src.replace("for: 100ms", "for: 100 msec"))
+    line = one_line_error(isrlab("matrix", "--scenario", str(bad)))
+    assert f"{bad}:" in line and "cannot parse duration '100 msec'" in line
+
+
+def test_matrix_bad_input() -> None:
+    assert "unknown scenario 'nope'" in one_line_error(isrlab("matrix", "--scenario", "nope"))
+    assert "invalid choice" in one_line_error(isrlab("matrix", "--protocol", "9.9"))
+    assert "not >= 1" in one_line_error(isrlab("matrix", "--runs", "0"))

@@ -72,8 +72,34 @@ EXPECTED.update({
         "3.7": set(), "4.0": set()},
 })
 CASES += [("local", n, p) for n in NEW_SCENARIOS for p in LOCAL_PROTOCOLS]
+# Issue 20's scenarios (SCENARIOS.md §4-§9), every variant a row (NAME-VARIANT):
+# local only, the oldest release and 4.0 (CI time: ~20 runs of 2-6 s).
+CATALOGUE = {
+    "unclean-election-loss-unclean-off": set(), "unclean-election-loss-unclean-on": {"lost-write"},
+    "min-isr-prevents-loss": set(), "acks1-failover-loss-acks-1": {"lost-write"},
+    "acks1-failover-loss-acks-all": set(), "follower-gc-pause": set(),
+    "isr-flapping-lag-messages-lag-messages": set(),
+    "isr-flapping-lag-messages-lag-time": set(), "hw-lags-one-fetch": set(),
+}
+CATALOGUE_PROTOCOLS = ["0.10", "4.0"]
+EXPECTED.update({row: dict.fromkeys(CATALOGUE_PROTOCOLS, kinds)
+                 for row, kinds in CATALOGUE.items()})
+CASES += [("local", row, p) for row in CATALOGUE for p in CATALOGUE_PROTOCOLS]
 ISOLATED = TESTS / "data" / "leader-isolated.yaml"
 ISOLATED_PROTOCOLS = ["0.10", "latest"]
+
+
+def _load_row(name: str):
+    """A shipped scenario, or NAME-VARIANT: that variant of it."""
+    if name in CATALOGUE:
+        base, _, variant = next((b, "-", name[len(b) + 1:]) for b in _BASES
+                                if name == b or name.startswith(b + "-"))
+        return load_scenario(find_scenario(base), variant or None)
+    return load_scenario(find_scenario(name))
+
+
+_BASES = ["unclean-election-loss", "min-isr-prevents-loss", "acks1-failover-loss",
+          "follower-gc-pause", "isr-flapping-lag-messages", "hw-lags-one-fetch"]
 
 
 def _options(backend: str) -> dict:
@@ -96,7 +122,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
         if backend == "docker" and docker is None:
             records[backend, name, protocol] = docker_skip
             continue
-        scenario = load_scenario(find_scenario(name))
+        scenario = _load_row(name)
         records[backend, name, protocol] = run_scenario(
             scenario,
             RunOptions(protocol=protocol, backend=backend, runs_dir=runs_dir / backend, seed=1,
@@ -182,4 +208,51 @@ def test_reproduce_cli(tmp_path: Path, protocol: str, code: int) -> None:
     if protocol == "0.10":
         m1 = json.loads((Path(summary["run_dir"]) / "run.json").read_text())["labels"]["m1"][0]
         assert f"Value {m1} was acknowledged" in report
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("row", "protocol"),
+                         [(r, p) for r in CATALOGUE for p in CATALOGUE_PROTOCOLS])
+def test_catalogue_assertions_hold(checked: dict, row: str, protocol: str) -> None:
+    """The figure assertions of scenarios 4-8 hold (judged after the check)."""
+    from harness.assertions import judge
+
+    rec, result = _case(checked, "local", row, protocol)
+    verdict, failed = judge(rec.run_dir, result.verdict)
+    assert (verdict, failed) == ("valid", []), rec.run_dir
+
+
+def test_timed_pause_resumes_on_schedule(checked: dict) -> None:
+    """follower-gc-pause: each resume of C comes its `for` after the pause, by timer."""
+    rec, _ = _case(checked, "local", "follower-gc-pause", "0.10")
+    ops = [json.loads(line) for line in (rec.run_dir / "history.jsonl").read_text().splitlines()]
+    done = [(o["f"], o["time"]) for o in ops if o["process"] == "nemesis" and o["type"] != "invoke"
+            and o["f"] in ("pause", "resume")]
+    assert [f for f, _ in done] == ["pause", "resume", "pause", "resume"]
+    gaps = [(done[i + 1][1] - done[i][1]) / 1e9 for i in (0, 2)]
+    assert 0.1 <= gaps[0] < 0.3 and 2.0 <= gaps[1] < 2.3, gaps
+
+
+def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
+    """`isrlab matrix` on two rows x one version, one of them with a failing
+    assertion: the matrix, the index page linking each report, exit 1."""
+    failing = tmp_path / "hw-lags-asserted.yaml"
+    failing.write_text((ROOT / "harness" / "scenarios" / "hw-lags-one-fetch.yaml").read_text()
+                       .replace("name: hw-lags-one-fetch", "name: hw-lags-asserted")
+                       .replace("steps:\n", "assert:\n  - {figure: isr_shrinks, ge: 1}\n"
+                                "steps:\n", 1))
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "matrix", "--scenario", "hw-lags-one-fetch",
+         "--scenario", str(failing), "--protocol", "0.10", "--port", str(free_port()),
+         "--runs-dir", str(tmp_path / "runs")],
+        capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    assert any(x.split() == ["hw-lags-one-fetch", "✓"] for x in lines), r.stdout
+    assert any(x.split() == ["hw-lags-asserted", "assert", "isr_shrinks"] for x in lines)
+    assert "assertion failed" in r.stdout and "isr_shrinks >= 1, was 0" in r.stdout
+    assert "1/2 cell(s) match SCENARIOS.md" in r.stdout
+    index = Path(lines[-1].removeprefix("index: "))
+    page = index.read_text()
+    assert page.count("report.html") == 2 and "assert isr_shrinks" in page
     assert "Traceback" not in r.stderr

@@ -147,3 +147,31 @@ def test_chaos_run_steps_and_run_json_fields() -> None:
                                                          ["C", "A", "B"]]]
     with pytest.raises(ValueError, match="no step"):
         schedule_steps([{"at": 1.0, "f": "explode"}])
+
+
+def test_compound_packages_overlap_two_brokers() -> None:
+    s = ScheduleSpec(parse_faults("kill,power-cycle"), BROKERS, PARTS, 600.0, overlap=0.5,
+                     gap=1.5)
+    out = schedule(s, 5)
+    assert out == schedule(s, 5)
+    seconds = [i for i, o in enumerate(out) if o.get("overlap")]
+    assert len(seconds) > 10  # about half of ~60 packages
+    for i in seconds:
+        first, second, rec = out[i - 1], out[i], out[i + 1]
+        assert rec["f"] == "recover" and first["f"] in ("kill", "power-cycle")
+        assert first["nodes"] != second["nodes"] and len(second["nodes"]) == 1
+        # Within the session timeout (3 s): the second lands before the first is noticed.
+        assert 0.2 * 1.5 - 1e-6 <= second["at"] - first["at"] <= 1.8 * 1.5 + 1e-6
+        # Never two power losses at once.
+        assert not (first["f"] == second["f"] == "power-cycle")
+    # overlap 0 is the plain schedule, op for op.
+    plain = ScheduleSpec(parse_faults("kill,power-cycle"), BROKERS, PARTS, 600.0)
+    assert not any(o.get("overlap") for o in schedule(plain, 5))
+
+
+def test_chaos_gap_follows_the_session_timeout() -> None:
+    cfg = ChaosConfig(protocol="0.10", time_limit=30, faults=parse_faults("kill"),
+                      controller_config={"broker.session.timeout.ms": 6000})
+    assert cfg.schedule_spec().gap == 3.0
+    _, meta = chaos_run(cfg, 1)
+    assert meta["chaos"]["overlap"] == 0.5 and meta["chaos"]["gap"] == 3.0

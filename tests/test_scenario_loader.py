@@ -50,7 +50,9 @@ def test_shipped_scenarios_load() -> None:
     assert names == {"kip101-hw-truncation-loss", "kip101-power-loss-divergence",
                      "kip279-unclean-divergence", "kafka-7415-epoch-gap-divergence",
                      "kip320-stale-metadata-divergence", "last-replica-standing-loss",
-                     "alter-partition-stale-incarnation"}
+                     "alter-partition-stale-incarnation", "unclean-election-loss",
+                     "min-isr-prevents-loss", "acks1-failover-loss", "follower-gc-pause",
+                     "isr-flapping-lag-messages", "hw-lags-one-fetch"}
     for s in list_scenarios():
         assert s.path.stem == s.name
         assert {"0.10", "latest"} <= set(s.expect)
@@ -171,7 +173,8 @@ def test_character_yaml_refuses_names_the_line(tmp_path: Path) -> None:
 
 def test_find_scenario(tmp_path: Path) -> None:
     assert find_scenario("kip101-hw-truncation-loss").name == "kip101-hw-truncation-loss.yaml"
-    with pytest.raises(UsageError, match="unknown scenario 'nope'; known: alter-partition"):
+    with pytest.raises(UsageError,
+                       match="unknown scenario 'nope'; known: acks1-failover-loss, alter-"):
         find_scenario("nope")
     with pytest.raises(UsageError, match="no scenario file"):
         find_scenario(str(tmp_path / "missing.yaml"))
@@ -203,3 +206,109 @@ def test_partition_steps_become_grudges(tmp_path: Path) -> None:
     assert steps[4].args["grudge"] == {"A": ["controller"], "controller": ["A"]}
     # halves of [A, B, controller]: [A] against [B, controller].
     assert steps[5].args["grudge"] == {"A": ["B", "controller"], "B": ["A"], "controller": ["A"]}
+
+
+# -- issue 20: variants, timed faults, load, assertions --------------------------------------
+
+VARIANTS = GOOD.replace("steps:\n", """\
+assert:
+  - {figure: isr_shrinks, ge: 1}
+variants:
+  one:
+    description: acks 1
+    workload: {acks: 1}
+    broker: {unclean.leader.election.enable: true}
+    expect: {"0.10": [], latest: [lost-write]}
+    assert:
+      - {figure: hw_stall_ms, lt: 500, protocols: ["0.10"]}
+  two: {}
+steps:
+""").replace("  - final-read\n", """\
+  - pause: {node: B, for: 100ms}
+    variants: [one]
+  - load: {burst: 6, every: 100ms}
+  - load: stop
+  - final-read
+""")
+
+
+def test_variants_lay_their_config_over_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, VARIANTS)
+    first = load_scenario(path)
+    assert first.variant == "one" and list(first.variants) == ["one", "two"]
+    assert first.run_name == "x-one"
+    assert first.workload["acks"] == 1 and first.steps[0].args["acks"] == 1
+    assert first.broker_config == {"min.insync.replicas": 1,
+                                   "unclean.leader.election.enable": True}
+    assert first.expect_for("2.0") == [] and first.expect_for("latest") == ["lost-write"]
+    assert [a["figure"] for a in first.assertions] == ["isr_shrinks", "hw_stall_ms"]
+    assert [a["figure"] for a in first.assertions_for("2.0")] == ["isr_shrinks"]
+    pause = next(s for s in first.steps if s.kind == "pause" and s.args.get("for"))
+    assert pause.args == {"nodes": ["B"], "for": 0.1}
+    two = load_scenario(path, "two")
+    assert two.workload["acks"] == "all" and two.expect_for("0.10") == ["lost-write"]
+    assert not any(s.args.get("for") for s in two.steps), "the timed pause is one's only"
+    load = [s.args for s in two.steps if s.kind == "load"]
+    assert load[0]["burst"] == 6 and load[0]["every"] == 0.1 and load[1] == {"stop": True}
+
+
+def test_unknown_variant_is_file_line(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, VARIANTS), "three")
+    assert info.value.line == VARIANTS.splitlines().index("variants:") + 1
+    assert "no variant 'three'" in str(info.value) and "one, two" in str(info.value)
+
+
+@pytest.mark.parametrize(("old", "new", "what"), [
+    ("variants: [one]", "variants: [uno]", "unknown variant 'uno'"),
+    ("figure: isr_shrinks", "figure: isr_shrunk", "unknown figure 'isr_shrunk'"),
+    ("{figure: isr_shrinks, ge: 1}", "{figure: isr_shrinks, at_least: 1}",
+     "unknown key 'at_least' in an assertion"),
+    ("{figure: isr_shrinks, ge: 1}", "{figure: isr_shrinks}", "needs a comparison"),
+    ("{figure: isr_shrinks, ge: 1}", "{figure: isr_shrinks, ge: many}", "needs a number"),
+    ("for: 100ms", "for: soon", "cannot parse duration 'soon'"),
+    ("pause: {node: B, for: 100ms}", "kill: {node: B, for: 100ms}", "for applies to pause"),
+    ("pause: {node: B, for: 100ms}", "pause: {node: Z, for: 100ms}", "unknown node 'Z'"),
+    ("every: 100ms", "every: fast", "cannot parse duration 'fast'"),
+    ("{burst: 6, every: 100ms}", "{burst: 6}", "needs both burst"),
+    ("    workload: {acks: 1}", "    workload: {acks: 2}", "acks must be"),
+    ("  two: {}", "  two: {expect: {\"0.10\": [lost-writes], latest: []}}",
+     "unknown anomaly 'lost-writes'"),
+    ("  two: {}", "  two: {colour: red}", "unknown key 'colour' in variant two"),
+])
+def test_bad_variant_assertion_and_timed_steps(tmp_path: Path, old: str, new: str,
+                                               what: str) -> None:
+    assert old in VARIANTS
+    text = VARIANTS.replace(old, new)
+    e = error_of(tmp_path, text)
+    assert what in str(e), str(e)
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if new.splitlines()[0] in x)
+    assert e.line == line, (str(e), line)
+
+
+def test_load_steps_refused_with_a_whole_run_workload(tmp_path: Path) -> None:
+    text = VARIANTS.replace("steps:\n", "workload: {producers: 1}\nsteps:\n", 1)
+    e = error_of(tmp_path, text)
+    assert "load step cannot be used with workload producers" in str(e)
+
+
+def test_expectations_of_scenarios_md_4_to_9() -> None:
+    def rows(name: str) -> dict:
+        s = load_scenario(SCENARIO_DIR / f"{name}.yaml")
+        from harness.scenario import all_variants
+        return {v.variant: ({p: v.expect_for(p) for p in ("0.10", "2.0", "4.0")},
+                            sorted(a["figure"] for a in v.assertions))
+                for v in all_variants(s)}
+
+    none = {"0.10": [], "2.0": [], "4.0": []}
+    lost = {p: ["lost-write"] for p in none}
+    assert rows("unclean-election-loss") == {
+        "unclean-off": (none, ["offline_ms", "unavailable_ms"]), "unclean-on": (lost, [])}
+    assert rows("min-isr-prevents-loss") == {None: (none, ["sends_fail"])}
+    assert rows("acks1-failover-loss") == {"acks-1": (lost, []), "acks-all": (none, [])}
+    assert rows("follower-gc-pause") == {
+        None: (none, ["hw_stall_ms", "isr_rejoins", "isr_shrinks"])}
+    assert rows("isr-flapping-lag-messages") == {
+        "lag-messages": (none, ["isr_rejoins", "isr_shrinks"]),
+        "lag-time": (none, ["isr_shrinks"])}
+    assert rows("hw-lags-one-fetch") == {None: (none, [])}

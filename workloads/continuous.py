@@ -75,7 +75,8 @@ class ContinuousWorkload:
                  partitions: list[tuple[str, int]], producers: int, consumers: int,
                  rate: float, seed: int, acks: int | str = "all", timeout_ms: int = 5000,
                  retry_ms: int = 10000, poll_interval: float = 0.05, batch: int = 1,
-                 linger: float = 0.005, max_records: int = 100) -> None:
+                 linger: float = 0.005, max_records: int = 100,
+                 stream: Gen | None = None) -> None:
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
         self.batch = batch
@@ -86,7 +87,9 @@ class ContinuousWorkload:
         self.counts = Counts()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._stream: Iterator[Timed] = sends(partitions, rate)(random.Random(seed), 0.0)
+        # `stream`: another send schedule (a scenario's bursts); default `sends`.
+        gen = stream if stream is not None else sends(partitions, rate)
+        self._stream: Iterator[Timed] = gen(random.Random(seed), 0.0)
         self._t0 = 0.0
         self._producers = [
             Producer(client, history, PRODUCER_BASE + i, acks=acks, timeout_ms=timeout_ms,

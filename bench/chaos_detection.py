@@ -1,0 +1,170 @@
+"""Detection power of chaos: how soon random faults find each kind of anomaly.
+
+    python bench/chaos_detection.py [--protocol 0.10] [--seeds 10] [--seed 100]
+        [--time-limit 60s] [--faults kill,power-cycle] [--set KEY=VALUE ...]
+        [--kinds lost-write,divergence] [--runs-dir DIR] [-- CHAOS FLAGS...]
+
+Runs `isrlab chaos` with `--seeds` runs (seeds S, S+1, ...) in one batch, then
+for every run and anomaly kind the **detection time**: seconds from the run's
+start (the history's clock) until the first anomaly of that kind happened.
+An anomaly's witness names an acknowledged record (its ack time and offset);
+the moment it was lost is the first truncation after that acknowledgement,
+on any replica, that removed its offset (events.jsonl `truncate`, from/to);
+without such an event, the witness's ack time (a lower bound). A run that
+finds no anomaly of a kind counts as "not within the time limit": the median
+over the seeds is then the median with those as +inf (reported as `>T` when
+more than half found none).
+
+Prints one table row per kind -- runs that found it, median and min/max time
+-- and, with --json, the per-run numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+KINDS = ("lost-write", "divergence")
+
+
+def _offset_of(witness: dict[str, Any]) -> int | None:
+    for key in ("acked_offset", "offset"):
+        v = witness.get(key)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def _truncations(run_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if '"truncate"' not in line:
+                continue
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if ev.get("type") == "truncate" and ev.get("from", 0) > ev.get("to", 0):
+                out.append(ev)
+    return sorted(out, key=lambda e: e["time"])
+
+
+def loss_time(anomaly: dict[str, Any], truncations: list[dict[str, Any]]) -> float | None:
+    """Seconds since the run started when the anomaly's record was lost."""
+    w = anomaly.get("witness") or {}
+    op = w.get("op") or {}
+    acked = op.get("time")
+    offset = _offset_of(w)
+    topic, partition = anomaly.get("topic", w.get("topic")), anomaly.get(
+        "partition", w.get("partition"))
+    if offset is not None:
+        for ev in truncations:
+            if acked is not None and ev["time"] < acked:
+                continue
+            if (ev.get("topic"), ev.get("partition")) == (topic, partition) and \
+                    ev["to"] <= offset < ev["from"]:
+                return ev["time"] / 1e9
+    return acked / 1e9 if isinstance(acked, int) else None
+
+
+def detection(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, float | None]:
+    """kind -> seconds to its first anomaly in this run, None if it shows none."""
+    path = run_dir / "check" / "anomalies.json"
+    anomalies = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    truncations = _truncations(run_dir)
+    out: dict[str, float | None] = {k: None for k in kinds}
+    for a in anomalies:
+        k = a.get("kind")
+        if k not in out:
+            continue
+        t = loss_time(a, truncations)
+        if t is not None and (out[k] is None or t < out[k]):  # type: ignore[operator]
+            out[k] = t
+    return out
+
+
+def summarize(times: list[float | None], limit: float) -> dict[str, Any]:
+    found = sorted(t for t in times if t is not None)
+    padded = [t if t is not None else math.inf for t in times]
+    med = statistics.median(padded) if padded else math.inf
+    return {"found": len(found), "runs": len(times),
+            "median_s": round(med, 1) if math.isfinite(med) else f">{limit:g}",
+            "min_s": round(found[0], 1) if found else None,
+            "max_s": round(found[-1], 1) if found else None}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--protocol", default="0.10")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=100)
+    ap.add_argument("--time-limit", default="60s")
+    ap.add_argument("--faults", default="kill,power-cycle")
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="anomaly kinds to time (any the checker names)")
+    ap.add_argument("--runs-dir", type=Path, default=Path("runs/bench-detection"))
+    ap.add_argument("--port", type=int, default=19592)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("chaos_args", nargs="*", help="more `isrlab chaos` flags, after --")
+    args = ap.parse_args()
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    cmd = [sys.executable, "-m", "harness.cli", "chaos", "--protocol", args.protocol,
+           "--time-limit", args.time_limit, "--runs", str(args.seeds), "--seed", str(args.seed),
+           "--faults", args.faults, "--runs-dir", str(args.runs_dir), "--port", str(args.port),
+           "--json", *[x for s in args.sets for x in ("--set", s)], *args.chaos_args]
+    print("$ isrlab " + " ".join(cmd[3:]), file=sys.stderr)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    try:
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        print(f"isrlab chaos exited {proc.returncode} without a JSON summary", file=sys.stderr)
+        return 3
+    from harness.chaos import parse_time_limit
+
+    limit = parse_time_limit(args.time_limit)
+    per_run = []
+    for r in summary.get("runs", []):
+        per_run.append({"seed": r.get("seed"), "verdict": r.get("verdict"),
+                        "found": r.get("found"),
+                        "detection_s": detection(Path(r["run_dir"]), kinds)})
+    table = {k: summarize([r["detection_s"][k] for r in per_run], limit) for k in kinds}
+    first = summarize([min((t for t in r["detection_s"].values() if t is not None),
+                           default=None) for r in per_run], limit)
+    table["first of " + " or ".join(kinds)] = first
+    result = {"protocol": args.protocol, "faults": args.faults, "sets": args.sets,
+              "time_limit_s": limit, "seeds": f"{args.seed}..{args.seed + args.seeds - 1}",
+              "exit_code": proc.returncode, "batch": summary.get("batch"),
+              "kinds": table, "runs": per_run}
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        print(f"{args.protocol} {args.faults} {' '.join(args.sets)} ({args.seeds} seeds, "
+              f"{args.time_limit}); batch {summary.get('batch')}, chaos exit "
+              f"{proc.returncode}")
+        for k, s in table.items():
+            print(f"  {k:40} {s['found']}/{s['runs']} runs  median {s['median_s']} s  "
+                  f"min {s['min_s']}  max {s['max_s']}")
+        other: dict[str, int] = {}
+        for r in per_run:
+            for k in r["found"] or {}:
+                other[k] = other.get(k, 0) + 1
+        print("  kinds found (runs): " + (", ".join(f"{k} {n}" for k, n in sorted(
+            other.items())) or "none"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    raise SystemExit(main())
