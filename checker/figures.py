@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker.latency import Histogram, bucket
 from checker.scope import Scope
 from checker.sends import RunSends, SendOps
-from contract import FINAL_PROCESS, NEMESIS_PROCESS
+from contract import CONTROLLER, FINAL_PROCESS, NEMESIS_PROCESS
 
 
 def unseen_acked(scope: Scope) -> DataFrame:
@@ -37,9 +37,19 @@ def isr_changes(events: DataFrame | None) -> DataFrame | None:
     if events is None:
         return None
     t = F.col("type")
+    # An ISR change is the controller's decision (its event); the leader then logs
+    # the same change when it learns it. Count the controller's; a run whose
+    # controller logged none (an older run) counts the leaders'.
+    by_controller = F.col("node") == F.lit(CONTROLLER)
+
+    def changes(kind: str) -> Column:
+        ours = F.count_if((t == kind) & by_controller)
+        return F.when(F.count_if(t.isin("isr-shrink", "isr-expand") & by_controller) > 0,
+                      ours).otherwise(F.count_if(t == kind))
+
     return events.groupBy("run").agg(
-        F.count_if(t == "isr-shrink").alias("isr_shrinks"),
-        F.count_if(t == "isr-expand").alias("isr_expands"),
+        changes("isr-shrink").alias("isr_shrinks"),
+        changes("isr-expand").alias("isr_expands"),
         F.count_if(t == "leader-elected").alias("leader_elections"),
         F.count_if(t == "truncate").alias("truncations"),
     )

@@ -8,7 +8,8 @@ from __future__ import annotations
 from broker.protocol import PROTOCOLS
 
 __all__ = [
-    "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "COMPLETE", "CRASHED", "EVENTS",
+    "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "COMPLETE", "CONTROLLER", "CRASHED",
+    "EVENTS",
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
     "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
     "REPORT_HTML", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE", "SUMMARY_JSON",
@@ -51,6 +52,10 @@ NETWORK_FAULTS = ("partition", "heal", "delay", "deliver")
 NEMESIS_FS = PROCESS_FAULTS + NETWORK_FAULTS
 FINAL_PROCESS = "final"
 NEMESIS_PROCESS = "nemesis"
+
+# The controller's node name in events.jsonl and the nemesis' targets (the broker,
+# which ships without isrlab, spells it in broker/controller.py).
+CONTROLLER = "controller"
 
 # -- replicas/<broker>/state.json ----------------------------------------------
 ROLES = ("leader", "follower", "none")

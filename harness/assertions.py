@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contract import CONTROLLER
+
 # The checker's verdict names (checker.verdict; the harness does not import the
 # checker outside the CLI modules, tests/test_layering.py).
 INVALID, INCOMPLETE, ERROR = "invalid", "incomplete", "error"
@@ -111,7 +113,7 @@ def _offline_ms(events: list[dict[str, Any]]) -> float:
     down: dict[tuple[Any, Any], int] = {}
     worst = 0
     for e in events:
-        if e.get("node") != "controller":
+        if e.get("node") != CONTROLLER:
             continue
         key = (e.get("topic"), e.get("partition"))
         if e.get("type") == "leader-offline":
@@ -128,7 +130,7 @@ def _isr_rejoins(events: list[dict[str, Any]]) -> int:
     n = 0
     for e in events:
         # The leader's events (old/new); the controller's name the new ISR `isr`.
-        if e.get("type") not in ("isr-shrink", "isr-expand") or e.get("node") == "controller":
+        if e.get("type") not in ("isr-shrink", "isr-expand") or e.get("node") == CONTROLLER:
             continue
         key = (e.get("topic"), e.get("partition"))
         old, new = set(e.get("old") or []), set(e.get("new") or [])

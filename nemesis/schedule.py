@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from contract import CONTROLLER
 from nemesis import grudges
 from workloads.generator import (
     Gen,
@@ -54,8 +55,6 @@ from workloads.generator import (
     sleep_around,
     time_limit,
 )
-
-CONTROLLER = "controller"  # the controller's node name (harness.backends.base.CONTROLLER)
 
 PROCESS_PACKAGES = ("kill", "stop", "pause", "power-cycle")
 PARTITION_PACKAGES = ("isolate", "halves", "bridge", "cut-controller")

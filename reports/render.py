@@ -103,17 +103,6 @@ def _ended(meta: dict[str, Any]) -> str | None:
     return None
 
 
-def _headline(data: RunData) -> story.Headline:
-    """story.headline, with the words for the verdict of a run that did not finish."""
-    h = story.headline(data)
-    if h.verdict == "incomplete":
-        unjudged = data.summary.get("unjudged") or []
-        h.expectation = ("Incomplete: the run did not finish, and only what it recorded was "
-                         "checked" + (f"; {', '.join(unjudged)}, expected, not judged"
-                                      if unjudged else ""))
-    return h
-
-
 def _other_notes(data: RunData) -> list[str]:
     """The checker's notes, less the truncation ones the report states above them (_truncated)."""
     said = [f"{t.get('file')}: last line {t.get('line')} " for t in
@@ -241,7 +230,7 @@ def render_run(run_dir: Path) -> Path:
             run_dir=str(data.path),
             verdict=s["verdict"],
             verdict_text=_verdict_text(s),
-            headline=_headline(data),
+            headline=story.headline(data),
             story=st,
             scenario=data.meta.get("scenario"),
             description=data.meta.get("description"),

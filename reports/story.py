@@ -1091,7 +1091,11 @@ def headline(data: RunData) -> Headline:
         text += f" — allowed by this run's expect ({', '.join(expected)})"
     elif unexpected:
         text += f" — not expected under {protocol}"
-    if verdict == "valid":
+    if verdict == "incomplete":
+        unjudged = list(s.get("unjudged") or [])
+        exp = ("Incomplete: the run did not finish, and only what it recorded was checked"
+               + (f"; {', '.join(unjudged)}, expected, not judged" if unjudged else ""))
+    elif verdict == "valid":
         exp = (f"As expected: scenario {scenario} documents "
                f"{', '.join(expected) if expected else 'no anomaly'} under {protocol}"
                if scenario else

@@ -138,17 +138,18 @@ def line_of(lines: dict[int, dict[str, str]], kind: str, node: str) -> list[str]
 @real
 def test_hw_truncation_loss_story(scenario_runs: dict[str, RunResult],
                                   reports: dict[str, str]) -> None:
-    """B truncates m1 away by the 0.10 HW rule, then is elected without it; A drops
-    the last copy when it follows B. A ghost row shows offset 1 as each held it."""
+    """B truncates m1 away by the 0.10 HW rule when it follows the new leader C, then is
+    elected without it; A drops the last copy when it follows B. A ghost row shows
+    offset 1 as each replica held it."""
     run, report = scenario_runs["kip101-hw-truncation-loss"], reports[
         "kip101-hw-truncation-loss"]
     m1 = json.loads((run.run_dir / "run.json").read_text())["labels"]["m1"][0]
     lines = story_lines(report)
-    (b_trunc,) = line_of(lines, "truncate", "B")
-    assert "B restarts and follows A (epoch 0); it truncates to its HW checkpoint 1 " \
+    b_trunc = line_of(lines, "truncate", "B")[0]
+    assert "B follows C (epoch 1); it truncates to its HW 1 " \
            f"(rule: hw), removing offset 1 = value {m1} (m1, epoch 0)" in b_trunc
     (elected,) = line_of(lines, "election", "B")
-    assert elected.startswith("The controller elects B leader of epoch 1 (clean, ISR B)")
+    assert elected.startswith("The controller elects B leader of epoch 2 (clean, ISR B)")
     assert f"it lacks value {m1} (m1) at offset 1" in elected
     (a_trunc,) = line_of(lines, "truncate", "A")
     assert f"the last copy of value {m1} (m1)" in a_trunc
@@ -156,9 +157,11 @@ def test_hw_truncation_loss_story(scenario_runs: dict[str, RunResult],
     assert ghost is not None
     cells = [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", ghost.group(1), flags=re.S)]
     assert cells[0] == "1" and cells[1] == str(m1)  # offset, acknowledged value
-    for cell in cells[2:4]:  # A and B held m1 in epoch 0 until they truncated it
-        assert cell.startswith(f"e0 · {m1}") and "truncated" in cell and "rule hw" in cell
-    assert cells[4] == "— (no replica holds it)"
+    held = cells[2:-1]  # A, C and B held m1 in epoch 0 until they truncated it
+    assert len(held) == 3
+    assert all(c.startswith(f"e0 · {m1}") and "truncated" in c for c in held), held
+    assert sum("rule hw" in c for c in held) == 2, held  # B and C, by 0.10's HW rule
+    assert cells[-1] == "— (no replica holds it)"
 
 
 @real
@@ -171,13 +174,13 @@ def test_power_loss_story(scenario_runs: dict[str, RunResult],
     (pc,) = line_of(lines, "power-cycle", "B")
     assert "Power-cycle of B" in pc and f"without offset 1 = value {labels['m1'][0]} (m1)" in pc
     (elected,) = line_of(lines, "election", "B")
-    assert "elects B leader of epoch 1" in elected
+    assert "elects B leader of epoch 3" in elected
     assert any(f"acknowledges value {labels['m2'][0]} (m2) at offset 1" in ln["text"]
                and "where A" in ln["text"] for ln in lines.values() if ln["kind"] == "ack")
     (kept,) = line_of(lines, "truncate", "A")
     assert "its HW checkpoint 2 (rule: hw), removing nothing" in kept
     assert f"It keeps value {labels['m1'][0]} (m1, epoch 0) at offset 1, where B holds " \
-           f"value {labels['m2'][0]} (m2, epoch 1)" in kept
+           f"value {labels['m2'][0]} (m2, epoch 3)" in kept
 
 
 @real

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract import CONTROLLER
 from harness import admin
 from harness.admin import try_status
 from harness.errors import RunIncomplete, UsageError
 from nemesis import delays
 
-CONTROLLER = "controller"
 LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready
 MAX_PORT = 65535
 
