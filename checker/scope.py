@@ -215,7 +215,7 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     f, typ = F.col("f"), F.col("type")
     poll = (f == "poll") & (typ == "ok")
     lo = F.shiftright(F.get(F.get("records", 0), 0), BUCKET_BITS)
-    hi = F.shiftright(F.get(F.element_at("records", -1), 0), BUCKET_BITS)
+    hi = F.shiftright(F.get(F.try_element_at("records", F.lit(-1)), 0), BUCKET_BITS)
     # Null (dropped) for a poll of a partition without a listed bucket.
     hit = F.exists("listed", lambda b: (b >= lo) & (b <= hi))
     return (

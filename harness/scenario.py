@@ -316,7 +316,7 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
     if raw is None:
         m.line, m.key_lines = doc.line, {}
     v.keys(m, ("acks", "timeout_ms", "retry_ms", "topic", "partition", "consumers",
-               "producers", "rate", "partitions", "seed"), "workload")
+               "producers", "rate", "partitions", "seed", "batch", "linger"), "workload")
     w = {
         "acks": v.acks(m.get("acks", "all"), m.line_of("acks")),
         "timeout_ms": v.integer(m.get("timeout_ms", 5000), m.line_of("timeout_ms"),
@@ -331,6 +331,12 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
         "rate": v.seconds(m.get("rate", DEFAULT_RATE), m.line_of("rate"), "rate"),
         "partitions": m.get("partitions", "one"),
     }
+    # Batched sends (workloads.continuous; a chaos run's, kept by `isrlab export`):
+    # at most `batch` records per produce request, waiting up to `linger` seconds.
+    if "batch" in m:
+        w["batch"] = v.integer(m["batch"], m.line_of("batch"), "batch", 1)
+    if "linger" in m:
+        w["linger"] = v.seconds(m["linger"], m.line_of("linger"), "linger")
     if "seed" in m:  # the background workload's choices; default: the run's seed
         w["seed"] = v.integer(m["seed"], m.line_of("seed"), "seed")
     if w["partitions"] not in ("one", "all"):
