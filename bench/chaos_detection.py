@@ -30,58 +30,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The same measure as the nightly trend page's detection time.
+from harness.nightly import loss_time
+from harness.nightly import truncation_events as truncations_of
+
 KINDS = ("lost-write", "divergence")
-
-
-def _offset_of(witness: dict[str, Any]) -> int | None:
-    for key in ("acked_offset", "offset"):
-        v = witness.get(key)
-        if isinstance(v, int):
-            return v
-    return None
-
-
-def _truncations(run_dir: Path) -> list[dict[str, Any]]:
-    out = []
-    path = run_dir / "events.jsonl"
-    if not path.exists():
-        return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if '"truncate"' not in line:
-                continue
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            if ev.get("type") == "truncate" and ev.get("from", 0) > ev.get("to", 0):
-                out.append(ev)
-    return sorted(out, key=lambda e: e["time"])
-
-
-def loss_time(anomaly: dict[str, Any], truncations: list[dict[str, Any]]) -> float | None:
-    """Seconds since the run started when the anomaly's record was lost."""
-    w = anomaly.get("witness") or {}
-    op = w.get("op") or {}
-    acked = op.get("time")
-    offset = _offset_of(w)
-    topic, partition = anomaly.get("topic", w.get("topic")), anomaly.get(
-        "partition", w.get("partition"))
-    if offset is not None:
-        for ev in truncations:
-            if acked is not None and ev["time"] < acked:
-                continue
-            if (ev.get("topic"), ev.get("partition")) == (topic, partition) and \
-                    ev["to"] <= offset < ev["from"]:
-                return ev["time"] / 1e9
-    return acked / 1e9 if isinstance(acked, int) else None
 
 
 def detection(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, float | None]:
     """kind -> seconds to its first anomaly in this run, None if it shows none."""
     path = run_dir / "check" / "anomalies.json"
     anomalies = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    truncations = _truncations(run_dir)
+    truncations = truncations_of(run_dir)
     out: dict[str, float | None] = {k: None for k in kinds}
     for a in anomalies:
         k = a.get("kind")

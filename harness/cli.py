@@ -224,15 +224,7 @@ def cmd_scenarios() -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     scenario = load_scenario(find_scenario(args.scenario), args.variant)
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
-    # local: every node's port; docker: the first of the host ports it maps.
-    options: dict[str, Any] = {"port": args.port}
-    if args.base_image:
-        if args.backend != "docker":
-            raise UsageError("--base-image applies to --backend docker only")
-        options["base_image"] = args.base_image
-    if args.backend == "docker":
-        # Image builds report progress on stderr unless the user asked for quiet.
-        options["quiet"] = args.quiet
+    options = backend_options(args)
     # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
     client.prestart(use_server=cli_checker.use_server(args))
     record = run_scenario(
@@ -280,6 +272,21 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if report:
             print(f"report: {report}")
     return _finish(args, summary, code)
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend's options from `reproduce`'s flags: --port (local: every node's
+    port; docker: the first of the host ports it maps), --base-image (docker only),
+    and quiet image builds."""
+    options: dict[str, Any] = {"port": args.port}
+    if args.base_image:
+        if args.backend != "docker":
+            raise UsageError("--base-image applies to --backend docker only")
+        options["base_image"] = args.base_image
+    if args.backend == "docker":
+        # Image builds report progress on stderr unless the user asked for quiet.
+        options["quiet"] = args.quiet
+    return options
 
 
 def reproduce_exit_code(result: RunResult) -> int:

@@ -364,13 +364,7 @@ def cmd_reproduce_runs(args: argparse.Namespace) -> int:
     verdict is valid (every expected kind found, nothing unexpected)."""
     scenario = load_scenario(find_scenario(args.scenario))
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
-    options: dict[str, Any] = {"port": args.port}
-    if args.base_image:
-        if args.backend != "docker":
-            raise UsageError("--base-image applies to --backend docker only")
-        options["base_image"] = args.base_image
-    if args.backend == "docker":
-        options["quiet"] = args.quiet
+    options = _cli().backend_options(args)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     batch = args.runs_dir / f"{stamp}-{scenario.name}-{args.protocol}-x{args.runs}"
     records: list[RunRecord] = []

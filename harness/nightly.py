@@ -232,7 +232,7 @@ def _allow(v: Validator, raw: Any, line: int, versions: list[str]) -> dict[str, 
 # -- per-run figures -----------------------------------------------------------
 
 
-def _truncations(run_dir: Path) -> list[dict[str, Any]]:
+def truncation_events(run_dir: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     path = run_dir / "events.jsonl"
     if not path.exists():
@@ -274,7 +274,7 @@ def detection_times(run_dir: Path, kinds: tuple[str, ...] = DETECTED) -> dict[st
     from its check/anomalies.json and events.jsonl."""
     path = run_dir / "check" / "anomalies.json"
     anomalies = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    truncations = _truncations(run_dir) if anomalies else []
+    truncations = truncation_events(run_dir) if anomalies else []
     out: dict[str, float | None] = {k: None for k in kinds}
     for a in anomalies:
         k = a.get("kind")
