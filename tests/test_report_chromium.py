@@ -177,14 +177,14 @@ def test_first_screen_of_a_real_loss(tmp_path_factory: pytest.TempPathFactory,
                                               "the loss this scenario documents for 0.10")
     # The story and its causes are on the first screen (1200×1600), readable.
     assert got["story"]["top"] < 400 and got["causes"]["bottom"] < 1600
-    assert "truncates to its HW checkpoint 1 (rule: hw)" in got["story"]["text"]
-    assert "The controller elects B leader of epoch 1" in got["story"]["text"]
-    # So is the ghost row of offset 1, with what A and B held there.
+    assert "B follows C (epoch 1); it truncates to its HW 1 (rule: hw)" in got["story"]["text"]
+    assert "The controller elects B leader of epoch 2" in got["story"]["text"]
+    # So is the ghost row of offset 1, with what A, C and B held there.
     (ghost,) = got["ghosts"]
     assert 0 < ghost["top"] < 1600 and ghost["height"] > 10
     m1 = json.loads((run.run_dir / "run.json").read_text())["labels"]["m1"][0]
     assert ghost["text"].split()[:2] == ["1", str(m1)]  # offset, the acknowledged value
-    assert ghost["text"].count(f"e0 · {m1}") == 2 and "truncated" in ghost["text"]
+    assert ghost["text"].count(f"e0 · {m1}") == 3 and "truncated" in ghost["text"]
     # The scenario's source, in Chinese, is drawn with real glyphs.
     assert "场景" in got["source"]["text"]
     assert got["cjk"], "no CJK font: install Debian's fonts-noto-cjk (run-tests does)"
