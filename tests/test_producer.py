@@ -123,6 +123,22 @@ def test_outcomes(history: History, reply, type_: str, scripted: MakeScripted) -
     assert op["acks"] == 1 and op["topic"] == "t"
 
 
+def test_error_after_append_is_info_and_not_resent(history: History,
+                                                   scripted: MakeScripted) -> None:
+    """A leader deposed while the send waited for acks=all answers NOT_LEADER_OR_FOLLOWER
+    for a record already in its log: maybe committed, so info -- a resend would
+    write the value twice (a duplicate), and a later definite error would claim it
+    was never written (an aborted read). Found by chaos on Docker under `latest`."""
+    reply = {"error": "NOT_LEADER_OR_FOLLOWER", "offset": 5, "appended": True}
+    b = scripted("127.0.0.2", [reply, {"error": None, "offset": 9}])
+    op = producer(b.addr, history).send("t", 0, 1)
+    assert op["type"] == "info" and op["error"] == "NOT_LEADER_OR_FOLLOWER"
+    assert len(b.requests) == 1
+    c = scripted("127.0.0.3", [reply, {"error": None, "offset": 9}])
+    ops = producer(c.addr, history).send_batch("t", 0, [2, 3])
+    assert [o["type"] for o in ops] == ["info", "info"] and len(c.requests) == 1
+
+
 def test_timeout_after_sending_is_info(history: History, scripted: MakeScripted) -> None:
     b = scripted("127.0.0.2", ["hang"])
     op = producer(b.addr, history, timeout_ms=100).send("t", 0, 1)

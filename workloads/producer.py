@@ -6,7 +6,9 @@ NOT_LEADER_OR_FOLLOWER after the retry deadline, or no leader could be reached
 at all); `info` when it may have been written (timeouts,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, a connection lost after sending). Pre-append
 errors are retried inside the same op: nothing was written, so retrying cannot
-duplicate.
+duplicate. An error on a record the leader says it appended (`appended: true`,
+e.g. NOT_LEADER_OR_FOLLOWER from a leader deposed while the send waited for its
+acks) is `info` and never retried: the record may be committed.
 """
 
 from __future__ import annotations
@@ -131,6 +133,11 @@ class Producer:
                     if reply.get("offset") is not None:
                         fields["offset"] = reply["offset"]
                     return self.history.complete(inv, OK, **fields)
+                if reply.get("appended"):
+                    # In a leader's log already (a leader deposed while the send
+                    # waited for acks answers NOT_LEADER_OR_FOLLOWER): it may be
+                    # committed, and a resend would write it twice.
+                    return self.history.complete(inv, INFO, error=error, node=node)
                 if error in DEFINITE:
                     return self.history.complete(inv, FAIL, error=error, node=node)
                 if error not in RETRIABLE:
@@ -185,6 +192,8 @@ class Producer:
                 if error is None:
                     return done(OK, node=node, offset=reply.get("offset"))
                 self.leaders.forget(topic, partition)
+                if reply.get("appended"):  # as in send: maybe committed, never resent
+                    return done(INFO, error=error, node=node)
                 if error in DEFINITE:
                     return done(FAIL, error=error, node=node)
                 if error not in RETRIABLE:
