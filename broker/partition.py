@@ -127,6 +127,7 @@ class Partition:
                                 else self.features.default_replica_lag_time_max_ms)
         self.hw = min(self.hw, self.log.leo)
         self._effects: list[Effect] = []
+        self._isr_check_slot: int | None = None
 
     # -- helpers -------------------------------------------------------------------
 
@@ -390,9 +391,9 @@ class Partition:
             start = self.epoch_cache.start_offset_of(self.leader_epoch)
             if start is not None and remote.leo < start:
                 return
-        lag_max = self.config.replica_lag_max_messages
-        if lag_max is not None and self.log.leo - remote.leo > lag_max:
-            return
+        # No replica.lag.max.messages test here: 0.8.2.2's
+        # Partition.updateLeaderHWAndMaybeExpandIsr takes a follower back at the HW
+        # however far it trails the LEO -- which is why bursts make the ISR flap.
         self._propose_isr([*self.isr, replica])
 
     def _propose_isr(self, isr: list[str]) -> None:
@@ -408,9 +409,23 @@ class Partition:
         """The controller did not take our AlterPartition; try again on a later tick."""
         self.pending_isr = None
 
+    def _isr_check_due(self, now: float) -> bool:
+        """Kafka runs the ISR shrink check on a timer, every replica.lag.time.max.ms
+        / 2 since 0.10.2.0 (ReplicaManager.startup's "isr-expiration" task,
+        KAFKA-4485), not on every tick: a lagging follower leaves up to half a lag
+        window after it fell out of sync. Slots count from time zero, as the
+        broker-wide task does from the broker's start."""
+        slot = int(now // max(self.lag_time_max_ms / 2, 1))
+        if slot == self._isr_check_slot:
+            return False
+        self._isr_check_slot = slot
+        return True
+
     def tick(self, now: float) -> list[Effect]:
-        """Time passes: shrink the ISR of followers that fell behind."""
-        if self.role != "leader" or self.pending_isr is not None:
+        """Time passes: on the ISR check's period, shrink the ISR of followers
+        that fell behind."""
+        if (self.role != "leader" or not self._isr_check_due(now)
+                or self.pending_isr is not None):
             return self._take()
         lag_ms = self.lag_time_max_ms
         lag_max = self.config.replica_lag_max_messages

@@ -276,6 +276,19 @@ def test_isr_shrinks_after_lag_time_and_expands_when_caught_up():
     assert ProposeIsr(("A", "B"), 0, 1) in r["leader_effects"]
 
 
+@pytest.mark.parametrize("protocol", VERSIONS)
+def test_isr_check_runs_every_half_lag_time(protocol):
+    """Kafka 0.10.2.0 ReplicaManager.startup (KAFKA-4485): the isr-expiration task
+    runs every replica.lag.time.max.ms / 2, so a follower out of sync since 1000 ms
+    leaves at the next check (1500 ms), not at the next tick."""
+    a = replica("A", protocol, replica_lag_time_max_ms=1000)
+    lead(a, 0, ["A", "B"], now=0)          # B's lag window starts at the election
+    a.append_as_leader(1, 1, 0)
+    assert a.tick(1000) == [], "the check at 1000 ms: 1000 ms is not more than the lag"
+    assert a.tick(1400) == [], "B is out of sync, but no check is due before 1500 ms"
+    assert ProposeIsr(("A",), 0, 0) in a.tick(1500)
+
+
 def test_latest_isr_join_waits_for_current_epoch_start():
     """KAFKA-7128: a follower at the HW but short of the epoch's start stays out."""
     for protocol, joins in (("2.0", True), ("latest", False)):
@@ -298,6 +311,27 @@ def test_legacy_lag_max_messages_flaps_on_bursts():
     accept_isr_proposals(a, effects)
     sync(b, a)
     assert a.isr == ["A", "B"], "caught up again -> back in the ISR"
+
+
+def test_legacy_lag_max_messages_rejoin_needs_only_the_hw():
+    """Kafka 0.8.2.2 Partition.updateLeaderHWAndMaybeExpandIsr: a follower is taken
+    back once its LEO reaches the HW, however far it trails the leader's LEO; only
+    the next shrink check (getOutOfSyncReplicas) applies replica.lag.max.messages."""
+    a = replica("A", "0.10", replicas=("A", "B", "C"), replica_lag_max_messages=4,
+                replica_lag_time_max_ms=10_000)
+    lead(a, 0, ["A", "B", "C"])
+    for v in range(12):
+        a.append_as_leader(v, 1, 0)
+    a.fetch_for_replica("B", 6, None, None, 10, now=0)
+    a.fetch_for_replica("C", 8, None, None, 10, now=0)
+    effects = a.tick(0)
+    assert ProposeIsr(("A", "C"), 0, 0) in effects, "B 6 behind > 4; C 4 behind stays"
+    accept_isr_proposals(a, effects)
+    assert a.hw == 8
+    for v in range(4):
+        a.append_as_leader(v, 1, 0)
+    _, effects = a.fetch_for_replica("B", 8, None, None, 10, now=0)
+    assert ProposeIsr(("A", "C", "B"), 0, 1) in effects, "B at the HW, 8 behind the LEO"
 
 
 def test_kip320_fencing_on_fetch():
