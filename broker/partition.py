@@ -258,17 +258,8 @@ class Partition:
 
     def append_as_leader(self, value: int, acks: Any,
                          now: float) -> tuple[str | None, int | None, list[Effect]]:
-        """Append one produced value; returns (error, offset, effects)."""
-        if self.role != "leader":
-            return "NOT_LEADER_OR_FOLLOWER", None, []
-        if acks in ("all", -1) and len(self.isr) < self.config.min_insync_replicas:
-            return "NOT_ENOUGH_REPLICAS", None, []
-        if self.features.leader_epochs:
-            self._assign_epoch(self.leader_epoch, self.log.leo)
-        rec = self.log.append(self.leader_epoch, value)
-        self._effects.append(AppendRecords((rec,)))
-        self._maybe_advance_hw()
-        return None, rec.offset, self._take()
+        """Append one produced value (a batch of one); returns (error, offset, effects)."""
+        return self.append_batch_as_leader([value], acks, now)
 
     def append_batch_as_leader(self, values: list[int], acks: Any,
                                now: float) -> tuple[str | None, int | None, list[Effect]]:

@@ -336,10 +336,7 @@ class Broker:
                 not isinstance(v, int) or isinstance(v, bool) for v in values):
             return {"error": "INVALID_REQUEST",
                     "message": "value must be an integer, values a non-empty list of them"}
-        if batch is None:
-            err, offset, effects = p.append_as_leader(values[0], acks, _now())
-        else:
-            err, offset, effects = p.append_batch_as_leader(values, acks, _now())
+        err, offset, effects = p.append_batch_as_leader(values, acks, _now())
         self.apply(key, effects)
         if err:
             return {"error": err, "offset": None, "appended": False}

@@ -72,3 +72,4 @@ CHECK = "check"
 ANOMALIES_JSON = "anomalies.json"  # check/anomalies.json
 SUMMARY_JSON = "summary.json"  # check/summary.json
 REPORT_HTML = "report.html"  # check/report.html
+ASSERTIONS_JSON = "assertions.json"  # check/assertions.json: a scenario's figure assertions

@@ -11,15 +11,15 @@ and its assertions are not judged.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract import CONTROLLER
+from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, SUMMARY_JSON
 
 # The checker's verdict names (checker.verdict; the harness does not import the
 # checker outside the CLI modules, tests/test_layering.py).
 INVALID, INCOMPLETE, ERROR = "invalid", "incomplete", "error"
-ASSERTIONS_JSON = "assertions.json"
 _OPS = {
     "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
     "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
@@ -53,6 +53,19 @@ def _ms(ns: float) -> float:
     return round(ns / 1e6, 1)
 
 
+def _send_completions(history: list[dict[str, Any]]
+                      ) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """Each send's completion with the time of its invoke (None if not recorded)."""
+    invokes: dict[Any, int] = {}
+    for op in history:
+        if op.get("f") != "send":
+            continue
+        if op.get("type") == "invoke":
+            invokes[op.get("process")] = op["time"]
+        else:
+            yield invokes.pop(op.get("process"), None), op
+
+
 def _hw_stall_ms(history: list[dict[str, Any]], events: list[dict[str, Any]]) -> float:
     """The longest a record acknowledged with an offset waited, from its send, for
     the first HW advance past it on any replica (the leader's comes first): while
@@ -62,15 +75,8 @@ def _hw_stall_ms(history: list[dict[str, Any]], events: list[dict[str, Any]]) ->
         if e.get("type") == "hw-advance":
             advances.setdefault((e.get("topic"), e.get("partition")), []).append(
                 (e["time"], e["new"]))
-    invokes: dict[Any, int] = {}
     worst = 0
-    for op in history:
-        if op.get("f") != "send":
-            continue
-        if op.get("type") == "invoke":
-            invokes[op.get("process")] = op["time"]
-            continue
-        start = invokes.pop(op.get("process"), None)
+    for start, op in _send_completions(history):
         if op.get("type") != "ok" or start is None or op.get("offset") is None:
             continue
         for t, new in advances.get((op.get("topic"), op.get("partition")), []):
@@ -84,17 +90,11 @@ def _unavailable_ms(history: list[dict[str, Any]]) -> float:
     """The longest span in which sends were tried and none succeeded: from the
     first failed or indefinite send after an ok one (its invoke) to the next ok
     completion (or the last send's completion)."""
-    invokes: dict[Any, int] = {}
     since: int | None = None
     last = 0
     worst = 0
-    for op in history:
-        if op.get("f") != "send":
-            continue
-        if op.get("type") == "invoke":
-            invokes[op.get("process")] = op["time"]
-            continue
-        start = invokes.pop(op.get("process"), op["time"])
+    for start, op in _send_completions(history):
+        start = op["time"] if start is None else start
         last = op["time"]
         if op.get("type") == "ok":
             if since is not None:
@@ -152,29 +152,35 @@ def describe(a: dict[str, Any]) -> str:
 def judge(run_dir: Path, verdict: str) -> tuple[str, list[str]]:
     """(the verdict with the run's assertions, messages of the failed ones), and
     check/assertions.json written. Reads run.json `assertions` and the checker's
-    check/summary.json; a run without assertions keeps its verdict."""
+    check/summary.json; a run without assertions keeps its verdict. Every command
+    that checks a run judges it before rendering its report, which shows the
+    assertions when assertions.json belongs to the same check (`checked_at`)."""
     meta = json.loads((run_dir / "run.json").read_text())
     assertions = meta.get("assertions") or []
+    out = run_dir / CHECK / ASSERTIONS_JSON
     if not assertions or verdict in (INCOMPLETE, ERROR):
+        out.unlink(missing_ok=True)  # an earlier check's judgement no longer holds
         return verdict, []
-    summary_path = run_dir / "check" / "summary.json"
-    figures: dict[str, Any] = {}
+    summary_path = run_dir / CHECK / SUMMARY_JSON
+    summary: dict[str, Any] = {}
     if summary_path.exists():
-        figures.update(json.loads(summary_path.read_text()).get("figures") or {})
+        summary = json.loads(summary_path.read_text())
+    figures: dict[str, Any] = dict(summary.get("figures") or {})
     figures.update(harness_figures(run_dir))
     where = meta.get("scenario_file", "scenario")
     results, failed = [], []
     for a in assertions:
         have = figures.get(a["figure"], 0)
         ok = all(_OPS[op](have, a[op]) for op in _OPS if op in a)
-        results.append({**a, "value": have, "ok": ok})
+        results.append({**a, "value": have, "ok": ok, "text": describe(a)})
         if not ok:
             failed.append(f"assertion failed ({where}:{a.get('line')}): {describe(a)}, "
                           f"was {have:g}" + (f" -- {a['note']}" if a.get("note") else ""))
-    out = run_dir / "check" / ASSERTIONS_JSON
+    judged = INVALID if failed else verdict
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"verdict_before": verdict, "assertions": results,
-                               "failed": failed,
+    out.write_text(json.dumps({"checked_at": summary.get("checked_at"),
+                               "verdict_before": verdict, "verdict": judged,
+                               "assertions": results, "failed": failed,
                                "figures": {k: figures.get(k) for k in harness_figures(run_dir)}},
                               indent=1, default=str))
-    return (INVALID if failed else verdict), failed
+    return judged, failed

@@ -253,10 +253,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if result.error is not None:  # the checker could not read what the run wrote
         return _finish(args, summary, result.exit_code, error=f"checker: {result.error}")
     _say_truncated([result])
+    result = judged(result)
+    failed = result.summary.get("assertions_failed") or []
     report = _render(record.run_dir)
-    # The scenario's figure assertions: a failed one makes the verdict invalid.
-    verdict, failed = assertions.judge(record.run_dir, result.verdict)
-    result = dataclasses.replace(result, verdict=verdict)
     code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
                    unexpected=result.unexpected, missing=result.missing,
@@ -322,6 +321,20 @@ def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
     return code
 
 
+def judged(result: RunResult) -> RunResult:
+    """The run's scenario figure assertions judged into its verdict (a failed one
+    makes it invalid, its messages in summary `assertions_failed`); every command
+    that checks runs does this before it renders their reports."""
+    if result.error is not None:
+        return result
+    verdict, failed = assertions.judge(result.run_dir, result.verdict)
+    if not failed:
+        return result
+    return dataclasses.replace(result, verdict=verdict, exit_code=max(result.exit_code, 1),
+                               summary={**result.summary, "verdict": verdict,
+                                        "assertions_failed": failed})
+
+
 def _render(run_dir: Path) -> Path | None:
     """The HTML report; a failing renderer costs the report, not the verdict."""
     try:
@@ -375,6 +388,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             # No report: the run was not checked, and an earlier one would not say so.
             (r.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
     _say_truncated(results)
+    results = [judged(r) for r in results]
     checked = [r for r in results if r.error is None]
     reports = {}
     if not args.no_report:
@@ -398,6 +412,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                       "was checked")
             for a in r.anomalies:
                 print(f"  {_anomaly_line(a)}")
+            for m in r.summary.get("assertions_failed") or []:
+                print(f"  {m}")
             if r.unjudged:
                 print(f"  not judged: {', '.join(r.unjudged)} (expected; not in what the "
                       "run recorded)")

@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -61,34 +62,27 @@ def _type(parse: Any) -> Any:
     return convert
 
 
-def _positive_int(text: str) -> int:
+def _number(text: str, convert: Callable[[str], Any], noun: str, ok: Callable[[Any], bool],
+            bound: str) -> Any:
     try:
-        n = int(text)
+        x = convert(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not an integer") from None
-    if n < 1:
-        raise ValueError(f"{n} is not >= 1")
-    return n
+        raise ValueError(f"{text!r} is not {noun}") from None
+    if not ok(x):
+        raise ValueError(f"{text} is not {bound}")
+    return x
+
+
+def _positive_int(text: str) -> int:
+    return _number(text, int, "an integer", lambda n: n >= 1, ">= 1")
 
 
 def _positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not x > 0:
-        raise ValueError(f"{text} is not > 0")
-    return x
+    return _number(text, float, "a number", lambda x: x > 0, "> 0")
 
 
 def _probability(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not 0 <= x <= 1:
-        raise ValueError(f"{text} is not in 0..1")
-    return x
+    return _number(text, float, "a number", lambda x: 0 <= x <= 1, "in 0..1")
 
 
 def _set_item(text: str) -> str:
@@ -201,7 +195,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
 def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
                 master: str | None = None, junit: Path | None = None,
                 results: Path | None = None, use_server: bool | None = None) -> list[RunResult]:
-    """Check `run_dirs` in one Spark batch; each run's report, the index page, JUnit.
+    """Check `run_dirs` in one Spark batch (each run's figure assertions judged into
+    its verdict); each run's report, the index page, JUnit.
     Raises CheckerError (its exit status) or CheckInterrupted."""
     cli = _cli()
     out = cli._interruptible(client.check, run_dirs, master=master, progress=progress.line,
@@ -210,6 +205,7 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
         if r.error is not None:
             print(f"isrlab: {r.error}", file=sys.stderr)
     cli._say_truncated(out)
+    out = [cli.judged(r) for r in out]
     progress.line(f"rendering {len(out)} report(s)")
     for r in out:
         if r.error is None:

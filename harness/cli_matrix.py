@@ -34,8 +34,8 @@ from broker.protocol import VERSIONS
 from checker.api import RunResult
 from checker.errors import CheckerError
 from checker.verdict import ERROR, INCOMPLETE, VALID
-from contract import CHECK, PROTOCOLS, REPORT_HTML
-from harness import assertions, cli_checker
+from contract import ASSERTIONS_JSON, CHECK, PROTOCOLS, REPORT_HTML
+from harness import cli_checker
 from harness.backends import BACKENDS
 from harness.errors import Interrupted, UsageError, one_line
 from harness.progress import Progress
@@ -203,17 +203,17 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
 
 
 def judge(record: RunRecord, result: RunResult | None) -> dict[str, Any]:
-    """One run's outcome: the checker's verdict with the run's figure assertions."""
+    """One run's outcome: its verdict (check_batch judged the figure assertions)."""
     if result is None:
         return {"run_dir": record.run_dir, "verdict": ERROR, "found": [], "unexpected": [],
                 "missing": [], "failed_assertions": [], "messages": ["not checked"],
                 "anomalies": []}
-    verdict, messages = assertions.judge(record.run_dir, result.verdict)
+    messages = list(result.summary.get("assertions_failed") or [])
     failed: list[dict[str, Any]] = []
-    path = record.run_dir / CHECK / assertions.ASSERTIONS_JSON
+    path = record.run_dir / CHECK / ASSERTIONS_JSON
     if messages and path.exists():
         failed = [a for a in json.loads(path.read_text())["assertions"] if not a["ok"]]
-    return {"run_dir": record.run_dir, "verdict": verdict,
+    return {"run_dir": record.run_dir, "verdict": result.verdict,
             "found": sorted({a["kind"] for a in result.anomalies}),
             "unexpected": result.unexpected, "missing": result.missing,
             "failed_assertions": failed, "messages": messages,

@@ -242,6 +242,7 @@ def render_run(run_dir: Path) -> Path:
             notes=_other_notes(data),
             replica_notes=_replica_notes(data),
             anomalies=data.anomalies,
+            assertions=data.assertions,
             listed=len(data.anomalies),
             total=s.get("anomaly_count", len(data.anomalies)),
             kinds_checked=s.get("kinds_checked") or [],

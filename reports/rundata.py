@@ -10,6 +10,7 @@ from typing import Any
 from checker.errors import RunDirError
 from contract import (
     ANOMALIES_JSON,
+    ASSERTIONS_JSON,
     CHECK,
     EVENTS,
     HISTORY,
@@ -53,6 +54,9 @@ class RunData:
     events: list[dict[str, Any]]
     # broker → its source and state.json presence, every broker under replicas/
     replicas: dict[str, Replica] = field(default_factory=dict)
+    # check/assertions.json when it judged this check: the scenario's figure
+    # assertions, each with its measured value and result (harness.assertions)
+    assertions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -82,6 +86,12 @@ def load(run_dir: Path) -> RunData:
         raise RunDirError(run_dir, f"{CHECK}/{SUMMARY_JSON}", "missing: check the run first")
     meta = json.loads((run_dir / RUN_JSON).read_text())
     summary = json.loads((check / SUMMARY_JSON).read_text())
+    judged = _state(check / ASSERTIONS_JSON)
+    asserted: list[dict[str, Any]] = []
+    if judged is not None and judged.get("checked_at") == summary.get("checked_at"):
+        # The verdict with the figure assertions is the run's verdict.
+        summary = {**summary, "verdict": judged.get("verdict", summary.get("verdict"))}
+        asserted = [a for a in judged.get("assertions") or [] if isinstance(a, dict)]
     anomalies = json.loads((check / ANOMALIES_JSON).read_text())
     logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     states: dict[str, dict[str, dict[str, Any]]] = {}
@@ -111,12 +121,13 @@ def load(run_dir: Path) -> RunData:
         _jsonl(run_dir / HISTORY),
         _jsonl(run_dir / EVENTS),
         replicas,
+        asserted,
     )
 
 
 def _state(path: Path) -> dict[str, Any] | None:
-    """A broker's state.json, or None when it is missing or unreadable (the
-    report then shows that broker's log without its state)."""
+    """A JSON object file (a broker's state.json, check/assertions.json), or None
+    when it is missing or unreadable (the report then goes without it)."""
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -1103,8 +1103,16 @@ def headline(data: RunData) -> Headline:
     elif verdict == "not-reproduced":
         exp = (f"Not reproduced: scenario {scenario} documents {', '.join(missing)} under "
                f"{protocol}{tail}, and the run did not show it")
-    else:
+    elif unexpected:
         exp = (f"Not expected: {', '.join(unexpected)} "
                f"{'is' if len(unexpected) == 1 else 'are'} not allowed under {protocol}"
                + (f" by scenario {scenario}" if scenario else ""))
+    else:
+        exp = f"Not as scenario {scenario} documents under {protocol}"
+    failed = [a for a in data.assertions if not a.get("ok")]
+    if failed:
+        exp += ("; " if verdict != "invalid" or unexpected else ": ") + "; ".join(
+            f"assertion {a.get('text')} failed, was {a.get('value')}" for a in failed)
+    elif data.assertions and verdict == "valid":
+        exp += f", and its {plural(len(data.assertions), 'figure assertion')} hold"
     return Headline(cls, text, exp, verdict)

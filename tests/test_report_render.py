@@ -194,3 +194,39 @@ def test_index_marks_the_interrupted_run(odd_runs: dict[str, RunResult], tmp_pat
     assert set(rows) == {"down-replica", "interrupted"}  # both link their report
     assert 'class="tag interrupted" title="history.jsonl line 13 is cut off"' in rows["interrupted"]
     assert "interrupted" not in rows["down-replica"]
+
+
+@pytest.mark.spark
+def test_report_shows_failed_figure_assertion_first(checked_batch: dict[str, RunResult],
+                                                    tmp_path: Path) -> None:
+    """A scenario's figure assertion that failed makes the judged verdict invalid:
+    the banner says which and what was measured, and the assertions table lists
+    each (harness.assertions.judge writes check/assertions.json for this check)."""
+    from harness.assertions import judge
+
+    src = checked_batch["report-divergence"]
+    run = tmp_path / "asserted"
+    shutil.copytree(src.run_dir, run)
+    meta = json.loads((run / "run.json").read_text())
+    meta["assertions"] = [
+        {"figure": "leader_elections", "ge": 1, "line": 7, "note": "someone was elected"},
+        {"figure": "isr_shrinks", "ge": 40, "line": 8, "note": "the ISR flapped"},
+    ]
+    (run / "run.json").write_text(json.dumps(meta))
+    verdict, failed = judge(run, src.verdict)
+    assert verdict == "invalid" and len(failed) == 1 and "isr_shrinks >= 40" in failed[0]
+    page = render_run(run).read_text()
+    banner = re.search(r'<header class="banner \S+" id="headline">(.*?)</header>', page,
+                       flags=re.S).group(1)
+    assert '<span class="verdict invalid">invalid</span>' in banner
+    assert re.search(r"assertion isr_shrinks &gt;= 40 failed, was \d+", banner), banner
+    rows = re.findall(r'<tr class="(held|failed)"><td><code>([^<]+)</code></td><td>([^<]+)</td>',
+                      page)
+    assert [(c, html.unescape(t)) for c, t, _ in rows] == [
+        ("held", "leader_elections >= 1"), ("failed", "isr_shrinks >= 40")]
+    # A later check without judging (another checked_at) is not shown as judged.
+    summary = json.loads((run / "check" / "summary.json").read_text())
+    summary["checked_at"] = "later"
+    (run / "check" / "summary.json").write_text(json.dumps(summary))
+    page = render_run(run).read_text()
+    assert '<span class="verdict invalid">' not in page and 'class="failed"' not in page

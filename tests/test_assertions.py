@@ -1,0 +1,65 @@
+"""The harness's own figures for scenario assertions (harness.assertions), from a
+small hand-written history and event log: each figure measures what docs/scenarios.md
+says it does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.assertions import harness_figures
+
+MS = 1_000_000  # history and event times are nanoseconds
+
+
+def _write(run: Path, history: list[dict], events: list[dict]) -> Path:
+    run.mkdir()
+    (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in history))
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return run
+
+
+def _send(process: int, t0: int, t1: int, type_: str, offset: int | None = None) -> list[dict]:
+    done = {"process": process, "f": "send", "type": type_, "time": t1 * MS, "topic": "t",
+            "partition": 0}
+    if offset is not None:
+        done["offset"] = offset
+    return [{"process": process, "f": "send", "type": "invoke", "time": t0 * MS, "topic": "t",
+             "partition": 0}, done]
+
+
+def test_hw_stall_is_the_longest_wait_for_the_hw_to_pass_an_acked_record(tmp_path: Path):
+    # Record 0 sent at 0, HW passes it at 10; record 1 sent at 20 (by another
+    # process, interleaved), HW passes it only at 150: the stall is 130 ms.
+    history = (_send(1, 0, 12, "ok", 0)[:1] + _send(2, 20, 160, "ok", 1)[:1]
+               + _send(1, 0, 12, "ok", 0)[1:] + _send(2, 20, 160, "ok", 1)[1:])
+    events = [{"type": "hw-advance", "node": "A", "topic": "t", "partition": 0,
+               "time": t * MS, "new": new} for t, new in ((10, 1), (150, 2))]
+    figures = harness_figures(_write(tmp_path / "r", history, events))
+    assert figures["hw_stall_ms"] == 130.0
+
+
+def test_unavailable_is_the_longest_span_without_an_ok_send(tmp_path: Path):
+    # ok at 10; failed sends invoked at 20 and 40; the next ok completes at 520.
+    history = (_send(1, 0, 10, "ok", 0) + _send(1, 20, 30, "fail")
+               + _send(1, 40, 50, "info") + _send(1, 500, 520, "ok", 1))
+    figures = harness_figures(_write(tmp_path / "r", history, []))
+    assert figures["unavailable_ms"] == 500.0
+
+
+def test_offline_and_rejoins_come_from_the_events(tmp_path: Path):
+    part = {"topic": "t", "partition": 0}
+    events = [
+        {"type": "leader-offline", "node": "controller", "time": 100 * MS, **part},
+        {"type": "leader-elected", "node": "controller", "time": 400 * MS, **part},
+        {"type": "isr-shrink", "node": "A", "old": ["A", "B", "C"], "new": ["A"],
+         "time": 500 * MS, **part},
+        {"type": "isr-expand", "node": "A", "old": ["A"], "new": ["A", "B"], "time": 600 * MS,
+         **part},
+        # The controller's own ISR events do not count twice.
+        {"type": "isr-expand", "node": "controller", "isr": ["A", "B"], "time": 601 * MS,
+         **part},
+    ]
+    figures = harness_figures(_write(tmp_path / "r", [], events))
+    assert figures["offline_ms"] == 300.0
+    assert figures["isr_rejoins"] == 1, "B came back; C did not"
