@@ -256,3 +256,11 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
     page = index.read_text()
     assert page.count("report.html") == 2 and "assert isr_shrinks" in page
     assert "Traceback" not in r.stderr
+    # `isrlab check` of that run judges its assertion the same way.
+    run = next(p for p in index.parent.iterdir() if "hw-lags-asserted" in p.name)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(run), "--json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = json.loads(r.stdout)["runs"][0]
+    assert r.returncode == 1 and out["verdict"] == "invalid", (r.stdout, r.stderr)
+    assert any("isr_shrinks >= 1, was 0" in m for m in out["assertions_failed"])
+    assert "isr_shrinks &gt;= 1 failed, was 0" in (run / "check" / "report.html").read_text()
