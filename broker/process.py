@@ -19,7 +19,10 @@ from .netdelay import DelayRules, parse_rules
 from .protocol import features
 from .wire import MAX_LINE, decode, encode, parse_addr
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+# A handler's answer; None for a request that gets none, CLOSE_CONNECTION to close
+# the connection instead of answering (a produce with acks 0, server.py).
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+CLOSE_CONNECTION: dict[str, Any] = {"error": "CLOSE_CONNECTION"}
 
 
 def _now_ms() -> float:
@@ -129,6 +132,10 @@ async def serve(listen: str, handler: Handler) -> asyncio.base_events.Server:
                     resp = await handler(msg)
                 except (ValueError, KeyError, TypeError) as e:
                     resp = {"error": "INVALID_REQUEST", "message": f"{type(e).__name__}: {e}"}
+                if resp is CLOSE_CONNECTION:
+                    break
+                if resp is None:
+                    continue
                 writer.write(encode(resp))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):

@@ -30,7 +30,15 @@ from .partition import (
     TruncateLog,
     WriteEpochCache,
 )
-from .process import EventLog, NetBlock, common_args, load_cluster_config, run_main, serve
+from .process import (
+    CLOSE_CONNECTION,
+    EventLog,
+    NetBlock,
+    common_args,
+    load_cluster_config,
+    run_main,
+    serve,
+)
 from .storage import BrokerStore
 from .wire import AsyncConnection, WireError
 
@@ -285,8 +293,14 @@ class Broker:
         key = (msg["topic"], int(msg["partition"]))
         return key, self.partitions.get(key)
 
-    async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return await self.net.deliver(msg, self._handle)
+    async def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        resp = await self.net.deliver(msg, self._handle)
+        if msg.get("type") == "produce" and msg.get("acks") == 0:
+            # Kafka's KafkaApis.handleProduceRequest (0.10.2.0): no answer to acks 0;
+            # on an error the broker closes the connection instead, so the producer
+            # learns something failed and refreshes its metadata.
+            return CLOSE_CONNECTION if resp.get("error") else None
+        return resp
 
     async def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         t = msg["type"]

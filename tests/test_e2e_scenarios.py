@@ -1,6 +1,7 @@
-"""End to end on real brokers: the three KIP scenarios under the four protocol
-versions give exactly the anomalies SCENARIOS.md lists -- on the local backend
-(processes) and on the docker backend (containers) -- and a leader cut off by a
+"""End to end on real brokers: the shipped scenarios (and each variant) under every
+protocol version give exactly the anomalies SCENARIOS.md lists and pass their
+figure assertions -- every release on the local backend (processes), the oldest
+and the newest on the docker backend (containers) -- and a leader cut off by a
 network partition loses nothing acknowledged, on both backends.
 
 All runs go first (a few seconds each), then ONE Spark job checks them together,

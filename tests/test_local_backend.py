@@ -187,3 +187,44 @@ def test_partition_uses_net_block_and_survives_restart(backend) -> None:
     assert status(backend.address("A"))["blocked"] == ["B", "controller"]
     backend.heal()
     assert all(status(backend.address(n))["blocked"] == [] for n in backend.nodes)
+
+
+def test_acks_0_produce_gets_no_answer_and_an_error_closes_the_connection(backend) -> None:
+    """Kafka 0.10.2.0 KafkaApis.handleProduceRequest: acks 0 is never answered; on an
+    error (here a produce to the follower) the broker closes the connection. The
+    producer records such a send ok, without an offset, once it is written."""
+    backend.start_controller()
+    backend.start("A")
+    backend.start("B")
+    leader = _wait_leader(backend)
+    follower = "B" if leader == "A" else "A"
+
+    def raw(node: str, value: int) -> bytes:
+        host, port = backend.address(node).split(":")
+        with socket.create_connection((host, int(port)), 2) as s:
+            s.settimeout(1.0)
+            s.sendall(b'{"type":"produce","topic":"t","partition":0,"acks":0,"value":%d}\n'
+                      % value)
+            try:
+                return s.recv(100)  # b"" = closed by the broker
+            except TimeoutError:
+                return b"no answer"
+
+    assert raw(leader, 7) == b"no answer"
+    assert raw(follower, 8) == b""
+    history = History(backend.run_dir / "history.jsonl", RunClock())
+    client = ClusterClient(lambda: {n: backend.address(n) for n in ("A", "B")})
+    from workloads.producer import Producer
+
+    op = Producer(client, history, 0, acks=0).send("t", 0, 9)
+    history.close()
+    assert op["type"] == "ok" and "offset" not in op and op["acks"] == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with Connection(backend.address(leader), timeout=2) as c:
+            values = [r[2] for r in c.request({"type": "dump-log", "topic": "t",
+                                               "partition": 0})["records"]]
+        if 9 in values:
+            break
+        time.sleep(0.05)
+    assert values == [7, 9], "the follower's acks-0 produce appended nothing"

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.wire import Connection, WireError, parse_addr
+from broker.wire import Connection, WireError, encode, parse_addr
 
 # Reachable brokers right now: name -> address. Paused or stopped brokers are
 # left out so a client never blocks on a frozen process just to ask who leads.
@@ -27,6 +27,11 @@ class NotSent(WireError):
 
 class ClientConnection(Connection):
     """`Connection` with an explicit connect step (see module doc)."""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """Write a request whose answer is not awaited."""
+        assert self._sock is not None
+        self._sock.sendall(encode(msg))
 
     def connect(self) -> None:
         if self._sock is not None:
@@ -47,6 +52,20 @@ def one_request(addr: str, msg: dict[str, Any], timeout: float) -> dict[str, Any
     try:
         conn.connect()
         return conn.request(msg, timeout=timeout)
+    finally:
+        conn.close()
+
+
+def send_only(addr: str, msg: dict[str, Any], timeout: float) -> None:
+    """One request that gets no answer (a produce with acks 0) on a fresh
+    connection: returns once it is written. Raises NotSent if it could not connect."""
+    conn = ClientConnection(addr, timeout=min(timeout, 2.0))
+    try:
+        conn.connect()
+        try:
+            conn.send(msg)
+        except OSError as e:
+            raise WireError(f"{addr}: {type(e).__name__}: {e}") from e
     finally:
         conn.close()
 

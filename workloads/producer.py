@@ -8,7 +8,9 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND, a connection lost after sending). Pre-append
 errors are retried inside the same op: nothing was written, so retrying cannot
 duplicate. An error on a record the leader says it appended (`appended: true`,
 e.g. NOT_LEADER_OR_FOLLOWER from a leader deposed while the send waited for its
-acks) is `info` and never retried: the record may be committed.
+acks) is `info` and never retried: the record may be committed. With acks 0 a
+send is `ok` (no offset) once written to the leader's socket, as Kafka's
+producer has it: the broker never answers.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from broker.wire import WireError
-from workloads.client import ClusterClient, NotSent, one_request
+from workloads.client import ClusterClient, NotSent, one_request, send_only
 from workloads.history import FAIL, INFO, OK, History
 
 # Errors a broker returns before appending: safe to retry with fresh metadata.
@@ -103,49 +106,11 @@ class Producer:
         if label is not None:
             extra["label"] = label
         inv = self.history.invoke(self.process, "send", value, **extra)
-        deadline = time.monotonic() + self.retry_ms / 1000
-        last_error = "LEADER_NOT_AVAILABLE"
-        while True:
-            target = self.client.wait_leader(topic, partition, deadline)
-            if target is None:
-                return self.history.complete(inv, FAIL, error=last_error)
-            node, addr = target
-            request = {
-                "type": "produce",
-                "topic": topic,
-                "partition": partition,
-                "value": value,
-                "acks": acks,
-                "timeout_ms": self.timeout_ms,
-            }
-            try:
-                # The socket waits a little longer than the broker's own timeout,
-                # so a broker-side REQUEST_TIMED_OUT arrives as an answer.
-                reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
-            except NotSent as e:
-                last_error = f"connection refused by {node}: {e}"
-            except WireError as e:
-                return self.history.complete(inv, INFO, error=f"{node}: {e}", node=node)
-            else:
-                error = reply.get("error")
-                if error is None:
-                    fields: dict[str, Any] = {"node": node}
-                    if reply.get("offset") is not None:
-                        fields["offset"] = reply["offset"]
-                    return self.history.complete(inv, OK, **fields)
-                if reply.get("appended"):
-                    # In a leader's log already (a leader deposed while the send
-                    # waited for acks answers NOT_LEADER_OR_FOLLOWER): it may be
-                    # committed, and a resend would write it twice.
-                    return self.history.complete(inv, INFO, error=error, node=node)
-                if error in DEFINITE:
-                    return self.history.complete(inv, FAIL, error=error, node=node)
-                if error not in RETRIABLE:
-                    return self.history.complete(inv, INFO, error=error, node=node)
-                last_error = error
-            if time.monotonic() >= deadline:
-                return self.history.complete(inv, FAIL, error=last_error)
-            time.sleep(0.05)
+        request = {"type": "produce", "topic": topic, "partition": partition, "value": value,
+                   "acks": acks, "timeout_ms": self.timeout_ms}
+        type_, fields = self._produce(request, lambda deadline: self.client.wait_leader(
+            topic, partition, deadline), lambda: None)
+        return self.history.complete(inv, type_, **fields)
 
     def send_batch(self, topic: str, partition: int, values: list[int]) -> list[dict[str, Any]]:
         """Send `values` as one batch (one produce request, appended atomically and
@@ -155,50 +120,75 @@ class Producer:
         Outcomes and retries are `send`'s, for the whole batch."""
         if not values:
             return []
-        acks = self.acks
-        fields: dict[str, Any] = {"topic": topic, "partition": partition, "acks": acks}
+        fields: dict[str, Any] = {"topic": topic, "partition": partition, "acks": self.acks}
         invs = self.history.append_many([(self.process, "invoke", "send", v, fields)
                                          for v in values])
+        request = {"type": "produce", "topic": topic, "partition": partition,
+                   "values": list(values), "acks": self.acks, "timeout_ms": self.timeout_ms}
+        type_, extra = self._produce(
+            request, lambda deadline: self.leaders.get(topic, partition, deadline),
+            lambda: self.leaders.forget(topic, partition))
+        offset = extra.pop("offset", None)
+        ops = []
+        for i, inv in enumerate(invs):
+            more = {**fields, **extra}
+            if offset is not None:
+                more["offset"] = offset + i
+            ops.append((self.process, type_, "send", inv["value"], more))
+        return self.history.append_many(ops)
 
-        def done(type_: str, **extra: Any) -> list[dict[str, Any]]:
-            offset = extra.pop("offset", None)
-            ops = []
-            for i, inv in enumerate(invs):
-                more = {**fields, **extra}
-                if offset is not None:
-                    more["offset"] = offset + i
-                ops.append((self.process, type_, "send", inv["value"], more))
-            return self.history.append_many(ops)
-
+    def _produce(self, request: dict[str, Any],
+                 leader: Callable[[float], tuple[str, str] | None],
+                 forget: Callable[[], None]) -> tuple[str, dict[str, Any]]:
+        """Send `request` to the partition's leader until its outcome is known or the
+        retry deadline passes: (ok/fail/info, the completion's fields). `forget`
+        drops a cached leader after any error."""
         deadline = time.monotonic() + self.retry_ms / 1000
         last_error = "LEADER_NOT_AVAILABLE"
-        request = {"type": "produce", "topic": topic, "partition": partition,
-                   "values": list(values), "acks": acks, "timeout_ms": self.timeout_ms}
         while True:
-            target = self.leaders.get(topic, partition, deadline)
+            target = leader(deadline)
             if target is None:
-                return done(FAIL, error=last_error)
+                return FAIL, {"error": last_error}
             node, addr = target
-            try:
-                reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
-            except NotSent as e:
-                self.leaders.forget(topic, partition)
-                last_error = f"connection refused by {node}: {e}"
-            except WireError as e:
-                self.leaders.forget(topic, partition)
-                return done(INFO, error=f"{node}: {e}", node=node)
-            else:
-                error = reply.get("error")
-                if error is None:
-                    return done(OK, node=node, offset=reply.get("offset"))
-                self.leaders.forget(topic, partition)
-                if reply.get("appended"):  # as in send: maybe committed, never resent
-                    return done(INFO, error=error, node=node)
-                if error in DEFINITE:
-                    return done(FAIL, error=error, node=node)
-                if error not in RETRIABLE:
-                    return done(INFO, error=error, node=node)
-                last_error = error
+            outcome = self._attempt(node, addr, request)
+            if isinstance(outcome, tuple):
+                if outcome[0] != OK:
+                    forget()
+                return outcome
+            forget()
+            last_error = outcome
             if time.monotonic() >= deadline:
-                return done(FAIL, error=last_error)
+                return FAIL, {"error": last_error}
             time.sleep(0.05)
+
+    def _attempt(self, node: str, addr: str,
+                 request: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
+        """One produce request: its outcome, or the error to retry on (nothing was
+        written)."""
+        try:
+            if request["acks"] == 0:
+                # acks 0 (Kafka's producer): done once written to the socket, no offset;
+                # the broker answers nothing (an error closes the connection).
+                send_only(addr, request, self.timeout_ms / 1000)
+                return OK, {"node": node}
+            reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
+        except NotSent as e:
+            return f"connection refused by {node}: {e}"
+        except WireError as e:
+            return INFO, {"error": f"{node}: {e}", "node": node}
+        error = reply.get("error")
+        if error is None:
+            fields: dict[str, Any] = {"node": node}
+            if reply.get("offset") is not None:
+                fields["offset"] = reply["offset"]
+            return OK, fields
+        if reply.get("appended"):
+            # In a leader's log already (a leader deposed while the send waited for
+            # acks answers NOT_LEADER_OR_FOLLOWER): it may be committed, and a resend
+            # would write it twice.
+            return INFO, {"error": error, "node": node}
+        if error in DEFINITE:
+            return FAIL, {"error": error, "node": node}
+        if error not in RETRIABLE:
+            return INFO, {"error": error, "node": node}
+        return error
