@@ -116,3 +116,15 @@ def test_generated_run_finds_exactly_the_injected(checked_batch: dict[str, RunRe
             assert (w["value"], w["committed_at"]) == (i["value"], [i["committed_at"]])
         if i["kind"] == "poll-skip":
             assert w["skipped"] == i["skipped"]
+
+
+def test_lost_write_explanation_of_an_acks_0_send() -> None:
+    """An acks-0 send has no offset (the broker never answers): the explanation says
+    so instead of naming an offset."""
+    from checker.anomalies.lost_write import explain
+
+    text = explain({"value": 9, "topic": "t", "partition": 0, "acks": "0", "acked_offset": None,
+                    "op": {"index": 3, "process": 0},
+                    "final_log": {"source": "final-read", "length": 2}})
+    assert "acknowledged with acks=0 to t/0 (acks 0: counted done once written" in text
+    assert "offset None" not in text

@@ -84,8 +84,10 @@ def explain(w: dict[str, Any]) -> str:
         else f"the log of leader {fl.get('broker')} up to its HW (no final read was recorded)"
     )
     text = (
-        f"Value {w['value']} was acknowledged{acks} at offset {w['acked_offset']} of {tp} "
-        f"(send op #{op.get('index')}, process {op.get('process')}), but it is not in the "
+        f"Value {w['value']} was acknowledged{acks} "
+        + (f"at offset {w['acked_offset']} of {tp} " if w.get("acked_offset") is not None
+           else f"to {tp} (acks 0: counted done once written, no answer, no offset) ")
+        + f"(send op #{op.get('index')}, process {op.get('process')}), but it is not in the "
         f"final committed log of {tp}, taken from {src}, which has "
         f"{plural(int(fl.get('length') or 0), 'offset')}. "
     )
@@ -95,7 +97,7 @@ def explain(w: dict[str, Any]) -> str:
             f"Offset {w['acked_offset']} now holds {record(at['value'], at.get('epoch'))}: "
             "the acknowledged record was replaced. "
         )
-    else:
+    elif w.get("acked_offset") is not None:
         text += f"The committed log no longer reaches offset {w['acked_offset']}. "
     held = w.get("held_by") or []
     if held:
