@@ -15,6 +15,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -104,10 +106,25 @@ _BASES = ["unclean-election-loss", "min-isr-prevents-loss", "acks1-failover-loss
           "follower-gc-pause", "isr-flapping-lag-messages", "hw-lags-one-fetch"]
 
 
+_ports_taken: set[int] = set()
+_ports_lock = threading.Lock()
+
+
 def _options(backend: str) -> dict:
+    with _ports_lock:  # runs go in parallel: never hand out one port twice
+        while True:
+            port = free_base_port(4) if backend == "docker" else free_port()
+            if port not in _ports_taken:
+                _ports_taken.add(port)
+                break
     if backend == "docker":
-        return {"port": free_base_port(4), "quiet": True}
-    return {"port": free_port()}
+        return {"port": port, "quiet": True}
+    return {"port": port}
+
+
+# Local runs go PARALLEL at a time (each mostly waits on its brokers' timers, so
+# they do not slow each other down; CI time), Docker runs one at a time beside them.
+PARALLEL = 3
 
 
 @pytest.fixture(scope="module")
@@ -119,17 +136,22 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
         docker = docker_or_skip()
     except pytest.skip.Exception as e:
         docker_skip = str(e)
-    records: dict = {}
-    for backend, name, protocol in cases:
-        if backend == "docker" and docker is None:
-            records[backend, name, protocol] = docker_skip
-            continue
-        scenario = _load_row(name)
-        records[backend, name, protocol] = run_scenario(
-            scenario,
+
+    def run(case: tuple[str, str, str]) -> RunRecord:
+        backend, name, protocol = case
+        return run_scenario(
+            _load_row(name),
             RunOptions(protocol=protocol, backend=backend, runs_dir=runs_dir / backend, seed=1,
                        backend_options=_options(backend)),
             Progress(quiet=True))
+
+    records: dict = {}
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        local = {c: pool.submit(run, c) for c in cases if c[0] == "local"}
+        for case in cases:
+            if case[0] == "docker":
+                records[case] = run(case) if docker is not None else docker_skip
+        records.update({c: f.result() for c, f in local.items()})
     assert descendants(os.getpid()) == []
     if docker is not None:
         # This batch's own runs only: another job may share the engine.
