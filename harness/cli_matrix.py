@@ -25,6 +25,8 @@ import json
 import os
 import secrets
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +47,7 @@ from harness.scenario import Scenario, all_variants, find_scenario, list_scenari
 INDEX = "index.html"
 RUNS_INDEX = "runs.html"  # the checker's per-run index page of the batch
 OK_MARK = "✓"
+DOCKER_PORT_STRIDE = 16  # host ports per docker run: one per node, and room to spare
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--seed", type=cli._seed, default=0,
                    help="run i of a cell uses seed S+i (default 0)")
     m.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    m.add_argument("--port", type=cli._port, default=19092)
+    m.add_argument("--port", type=cli._port, default=19092,
+                   help="the first run's port; with --jobs, job slot k uses PORT + "
+                        f"k (local) or PORT + {DOCKER_PORT_STRIDE}k (docker)")
+    m.add_argument("--jobs", type=cli_chaos._type(cli_chaos._positive_int), default=1,
+                   metavar="N", help="runs at a time (default 1): each run mostly waits on "
+                                     "its brokers' timers, so a few fit on one machine")
     cli_checker.add_no_server_flag(m)
     cli._output_flags(m)
 
@@ -163,27 +171,72 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
     judge the assertions; an exit status instead when interrupted or the checker fails."""
     from harness import cli_chaos
 
-    options: dict[str, Any] = {"port": args.port}
-    if args.backend == "docker":
-        options["quiet"] = args.quiet
+    stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
+    jobs = getattr(args, "jobs", 1)
     cells: list[Cell] = []
-    total = len(rows) * len(protocols) * runs
-    done = 0
+    plan: list[tuple[Cell, Scenario, int]] = []
     for s in rows:
         for p in protocols:
             cell = Cell(s.run_name, p)
             cells.append(cell)
-            for i in range(runs):
-                done += 1
-                progress.line(f"[{done}/{total}] {s.run_name} under {p}")
-                record = run_scenario(s, RunOptions(
-                    protocol=p, backend=args.backend, seed=(args.seed or 0) + i,
-                    runs_dir=batch, backend_options=options), progress)
-                cell.records.append(record)
-                if isinstance(record.error, Interrupted):
-                    print(f"isrlab: interrupted; the runs are in {batch}: "
-                          f"`isrlab check {batch}` checks them", file=sys.stderr)
-                    return record.error.exit_code
+            plan += [(cell, s, i) for i in range(runs)]
+    total = len(plan)
+    records: list[RunRecord | None] = [None] * total
+    slots = list(range(jobs))  # free job slots: slot k runs on port + k * stride
+    lock = threading.Lock()
+    stop = threading.Event()
+    # Parallel runs' step lines would interleave: then only the run lines show.
+    run_progress = progress if jobs == 1 else Progress(quiet=True)
+
+    def run(n: int) -> None:
+        cell, s, i = plan[n]
+        if stop.is_set():
+            return
+        with lock:
+            slot = slots.pop()
+            progress.line(f"[{n + 1}/{total}] {s.run_name} under {cell.protocol}")
+        options: dict[str, Any] = {"port": args.port + slot * stride}
+        if args.backend == "docker":
+            options["quiet"] = args.quiet
+        try:
+            record = run_scenario(s, RunOptions(
+                protocol=cell.protocol, backend=args.backend, seed=(args.seed or 0) + i,
+                runs_dir=batch, backend_options=options), run_progress)
+        finally:
+            with lock:
+                slots.append(slot)
+        records[n] = record
+        if isinstance(record.error, Interrupted):
+            stop.set()
+
+    interrupted: Interrupted | None = None
+    if jobs == 1:
+        for n in range(total):
+            run(n)
+            if stop.is_set():
+                break
+    else:
+        # Ctrl-C reaches this (the main) thread: no new run starts, the runs in
+        # flight end as they would, and the batch is left checkable.
+        with ThreadPoolExecutor(jobs, thread_name_prefix="isrlab-run") as pool:
+            futures = [pool.submit(run, n) for n in range(total)]
+            try:
+                for f in futures:
+                    while not f.done():
+                        wait([f], timeout=0.1)
+                    f.result()
+            except (KeyboardInterrupt, Interrupted) as e:
+                stop.set()
+                interrupted = e if isinstance(e, Interrupted) else Interrupted("interrupted")
+    done = [r for r in records if r is not None]
+    if stop.is_set():
+        exit_code = next((r.error.exit_code for r in done if isinstance(r.error, Interrupted)),
+                         (interrupted or Interrupted("interrupted")).exit_code)
+        print(f"isrlab: interrupted; the runs are in {batch}: "
+              f"`isrlab check {batch}` checks them", file=sys.stderr)
+        return exit_code
+    for (cell, _, _), record in zip(plan, done, strict=True):
+        cell.records.append(record)
     progress.line(f"checking {total} run(s) in one Spark batch")
     try:
         results = cli_chaos.check_batch([r.run_dir for c in cells for r in c.records],

@@ -257,8 +257,9 @@ def test_timed_pause_resumes_on_schedule(checked: dict) -> None:
 
 
 def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
-    """`isrlab matrix` on two rows x one version, one of them with a failing
-    assertion: the matrix, the index page linking each report, exit 1."""
+    """`isrlab matrix` on two rows x one version, run side by side (--jobs 2), one of
+    them with a failing assertion: the matrix, the index page linking each report,
+    exit 1."""
     failing = tmp_path / "hw-lags-asserted.yaml"
     failing.write_text((ROOT / "harness" / "scenarios" / "hw-lags-one-fetch.yaml").read_text()
                        .replace("name: hw-lags-one-fetch", "name: hw-lags-asserted")
@@ -266,8 +267,8 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
                                 "steps:\n", 1))
     r = subprocess.run(
         [sys.executable, "-m", "harness.cli", "matrix", "--scenario", "hw-lags-one-fetch",
-         "--scenario", str(failing), "--protocol", "0.10", "--port", str(free_port()),
-         "--runs-dir", str(tmp_path / "runs")],
+         "--scenario", str(failing), "--protocol", "0.10", "--port", str(free_base_port(2)),
+         "--jobs", "2", "--runs-dir", str(tmp_path / "runs")],
         capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 1, (r.stdout, r.stderr)
     lines = r.stdout.splitlines()
