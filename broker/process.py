@@ -22,7 +22,7 @@ from .wire import MAX_LINE, decode, encode, parse_addr
 # A handler's answer; None for a request that gets none, CLOSE_CONNECTION to close
 # the connection instead of answering (a produce with acks 0, server.py).
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
-CLOSE_CONNECTION: dict[str, Any] = {"error": "CLOSE_CONNECTION"}
+CLOSE_CONNECTION: dict[str, Any] = {"close": True}  # never sent: compared by identity
 
 
 def _now_ms() -> float:
