@@ -216,6 +216,23 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
     return out
 
 
+def check_batch_or_exit(run_dirs: list[Path], index: Path, progress: Progress,
+                        again: Path | None = None, **kwargs: Any) -> list[RunResult] | int:
+    """check_batch with its progress line; on a checker failure or an interrupt, the
+    exit status after saying why on stderr (and, with `again`, how to check the
+    runs, which are complete)."""
+    progress.line(f"checking {len(run_dirs)} run(s) in one Spark batch")
+    try:
+        return check_batch(run_dirs, index, progress, **kwargs)
+    except CheckerError as e:
+        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
+        return e.exit_code
+    except Interrupted as e:
+        print(f"isrlab: {e}" + (f"; `isrlab check {again}` checks the runs" if again else ""),
+              file=sys.stderr)
+        return e.exit_code
+
+
 def _report(r: RunResult) -> str | None:
     p = r.run_dir / "check" / "report.html"
     return str(p) if p.exists() else None
@@ -272,17 +289,11 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         summary["runs"] = [{"run_id": r.run_id, "run_dir": str(r.run_dir),
                             "error": str(r.error) if r.error else None} for r in records]
         return _chaos_finish(args, summary, interrupted.exit_code)
-    progress.line(f"checking {len(records)} run(s) in one Spark batch")
-    try:
-        results = check_batch([r.run_dir for r in records], batch / INDEX, progress,
-                              master=args.master, junit=args.junit, results=args.results,
-                              use_server=cli_checker.use_server(args))
-    except CheckerError as e:
-        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
-        return _chaos_finish(args, summary, e.exit_code)
-    except Interrupted as e:  # during the check: the runs are complete, check them again
-        print(f"isrlab: {e}; `isrlab check {batch}` checks the runs", file=sys.stderr)
-        return _chaos_finish(args, summary, e.exit_code)
+    results = check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+                                  batch, master=args.master, junit=args.junit,
+                                  results=args.results, use_server=cli_checker.use_server(args))
+    if isinstance(results, int):
+        return _chaos_finish(args, summary, results)
     shown = 0
     for i, r in enumerate(results):
         kinds = ", ".join(f"{k} ×{n}" for k, n in (r.summary.get("found") or {}).items())
@@ -374,16 +385,10 @@ def cmd_reproduce_runs(args: argparse.Namespace) -> int:
             print(f"isrlab: interrupted during run {i + 1}/{args.runs}; the runs are in "
                   f"{batch}: `isrlab check {batch}` checks them", file=sys.stderr)
             return record.error.exit_code
-    progress.line(f"checking {len(records)} run(s) in one Spark batch")
-    try:
-        results = check_batch([r.run_dir for r in records], batch / INDEX, progress,
-                              use_server=cli_checker.use_server(args))
-    except CheckerError as e:
-        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
-        return e.exit_code
-    except Interrupted as e:
-        print(f"isrlab: {e}", file=sys.stderr)
-        return e.exit_code
+    results = check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+                                  use_server=cli_checker.use_server(args))
+    if isinstance(results, int):
+        return results
     k = sum(r.verdict == VALID for r in results)
     expected = scenario.expect_for(args.protocol)
     if args.json:
@@ -453,18 +458,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print(f"isrlab: interrupted; the night's runs are in {night_dir}: `isrlab check "
               f"{night_dir}` checks them", file=sys.stderr)
         return interrupted.exit_code
-    progress.line(f"checking {len(records)} run(s) in one Spark batch")
-    try:
-        results = check_batch([r.run_dir for _, r in records], night_dir / INDEX, progress,
-                              master=args.master, junit=night_dir / "junit.xml",
-                              results=args.results / "results",
-                              use_server=cli_checker.use_server(args))
-    except CheckerError as e:
-        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
-        return e.exit_code
-    except Interrupted as e:
-        print(f"isrlab: {e}; `isrlab check {night_dir}` checks the runs", file=sys.stderr)
-        return e.exit_code
+    results = check_batch_or_exit([r.run_dir for _, r in records], night_dir / INDEX,
+                                  progress, night_dir, master=args.master,
+                                  junit=night_dir / "junit.xml",
+                                  results=args.results / "results",
+                                  use_server=cli_checker.use_server(args))
+    if isinstance(results, int):
+        return results
     by_dir = {r.run_dir.resolve(): r for r in results}
     runs_meta = []
     bad = 0

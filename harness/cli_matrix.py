@@ -34,12 +34,11 @@ from typing import Any
 
 from broker.protocol import VERSIONS
 from checker.api import RunResult
-from checker.errors import CheckerError
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import ASSERTIONS_JSON, CHECK, PROTOCOLS, REPORT_HTML
 from harness import cli_checker
 from harness.backends import BACKENDS
-from harness.errors import Interrupted, UsageError, one_line
+from harness.errors import Interrupted, UsageError
 from harness.progress import Progress
 from harness.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario import Scenario, all_variants, find_scenario, list_scenarios, load_scenario
@@ -237,17 +236,11 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
         return exit_code
     for (cell, _, _), record in zip(plan, done, strict=True):
         cell.records.append(record)
-    progress.line(f"checking {total} run(s) in one Spark batch")
-    try:
-        results = cli_chaos.check_batch([r.run_dir for c in cells for r in c.records],
-                                        batch / RUNS_INDEX, progress,
-                                        use_server=cli_checker.use_server(args))
-    except CheckerError as e:
-        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
-        return e.exit_code
-    except Interrupted as e:
-        print(f"isrlab: {e}; `isrlab check {batch}` checks the runs", file=sys.stderr)
-        return e.exit_code
+    results = cli_chaos.check_batch_or_exit([r.run_dir for c in cells for r in c.records],
+                                            batch / RUNS_INDEX, progress, batch,
+                                            use_server=cli_checker.use_server(args))
+    if isinstance(results, int):
+        return results
     by_dir = {r.run_dir.resolve(): r for r in results}
     for c in cells:
         for rec in c.records:
