@@ -44,7 +44,6 @@ from harness.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario import find_scenario, load_scenario
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
 from reports.render import INDEX, render_index
-from reports.trend import render_trend
 
 STATUS_EVERY = 5.0  # seconds between status lines during a chaos run
 ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
@@ -493,6 +492,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                 "runs": runs_meta}
     (night_dir / "night.json").write_text(json.dumps(meta_out, indent=1, default=str),
                                           encoding="utf-8")
+    from reports.trend import render_trend  # pandas: only the nightly needs it
+
     trend_page = render_trend(args.results)
     if bad:
         code = 1
