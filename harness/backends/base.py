@@ -295,6 +295,18 @@ class Backend(ABC):
     def is_paused(self, node: str) -> bool:
         """The process is frozen: requests to it would block."""
 
+    def wait_exited(self, node: str, timeout: float) -> None:
+        """Before starting `node`: a broker that halted itself (0.10-2.0
+        handleOffsetOutOfRange: controlled shutdown, then exit) may still be
+        finishing -- give it `timeout` seconds; RunIncomplete if it still runs (or
+        is paused: a frozen process is not on its way out)."""
+        deadline = time.monotonic() + timeout
+        while (self.is_running(node) and not self.is_paused(node)
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        if self.is_running(node):
+            raise RunIncomplete(f"cannot start {node}: it is already running")
+
     def is_reachable(self, node: str) -> bool:
         return self.is_running(node) and not self.is_paused(node)
 

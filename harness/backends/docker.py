@@ -314,7 +314,7 @@ class DockerBackend(Backend):
     def _start(self, node: str) -> None:
         entry = self._nodes.get(node) or self._create(node)
         if self._state(node, fresh=True) in ("running", "paused"):
-            raise RunIncomplete(f"cannot start {node}: it is already running")
+            self.wait_exited(node, self.stop_timeout)
         self._put_rules(node)
         try:
             entry.container.start()

@@ -160,13 +160,7 @@ class LocalBackend(Backend):
         ]
 
     def _start(self, node: str) -> None:
-        # A broker that halted itself (0.10-2.0 handleOffsetOutOfRange: controlled
-        # shutdown, then exit) may still be finishing: give it the stop timeout.
-        deadline = time.monotonic() + self.stop_timeout
-        while self.is_running(node) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self.is_running(node):
-            raise RunIncomplete(f"cannot start {node}: it is already running")
+        self.wait_exited(node, self.stop_timeout)
         with self._lock:
             exited = node in self._procs
         if exited:
