@@ -12,6 +12,7 @@ the start and the end) and fold the rest into gap rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,75 +157,81 @@ def build(data: RunData, facts: Facts | None = None) -> list[Grid]:
         {p for logs in data.logs.values() for p in logs}
         | {p for st in data.states.values() for p in st}
     )
-    grids = []
-    for part in parts:
-        brokers = sorted(
-            b for b in data.logs if part in data.logs[b] or part in data.states.get(b, {})
-        )
-        by_off = {b: {int(r["offset"]): r for r in data.logs[b].get(part, [])} for b in brokers}
-        states = [data.states.get(b, {}).get(part, {}) for b in brokers]
-        final = finals.get(part, {})
-        top = max([max(m, default=-1) for m in by_off.values()] + [max(final, default=-1)])
-        ghosts = sorted(o for o in acked.get(part, {}) if o > top)[:MAX_GHOSTS]
-        rows, epochs = [], set()
-        for off in range(top + 1):
-            cells = []
-            for b, st in zip(brokers, states, strict=True):
-                r = by_off[b].get(off)
-                c = Cell()
-                if r is not None:
-                    c = Cell(
-                        r.get("epoch"),
-                        r.get("value"),
-                        True,
-                        isinstance(st.get("hw"), int) and off >= st["hw"],
-                        r.get("value") in lost.get(part, ()),
-                    )
-                    if r.get("epoch") is not None:
-                        epochs.add(r["epoch"])
-                cells.append(c)
-            fv = final.get(off)
-            fc = Cell(None, fv, fv is not None)
-            present = {(c.epoch, c.value) for c in cells if c.present}
-            rows.append(
-                Row(
-                    off,
-                    cells,
-                    fc,
-                    differs=len(present) > 1,
-                    divergent=off in divergent.get(part, ()),
-                    acked=[(v, v in lost.get(part, ())) for v in acked.get(part, {}).get(off, [])],
-                )
-            )
-        for off in ghosts:
+    return [_partition_grid(data, facts, part, lost.get(part, set()),
+                            divergent.get(part, set()), acked.get(part, {}),
+                            finals.get(part, {})) for part in parts]
+
+
+def _partition_grid(data: RunData, facts: Facts, part: str, lost_p: set[Any], div_p: set[int],
+                    acked_p: dict[int, list[Any]], final: dict[int, Any]) -> Grid:
+    brokers = sorted(
+        b for b in data.logs if part in data.logs[b] or part in data.states.get(b, {})
+    )
+    logs = [{int(r["offset"]): r for r in data.logs[b].get(part, [])} for b in brokers]
+    states = [data.states.get(b, {}).get(part, {}) for b in brokers]
+    top = max([max(m, default=-1) for m in logs] + [max(final, default=-1)])
+    ghosts = sorted(o for o in acked_p if o > top)[:MAX_GHOSTS]
+    # One cheap pass decides which offsets are worth a row (a chaos run has hundreds
+    # of thousands); Row and Cell objects are made for those only.
+    epochs: set[Any] = set()
+    interesting = []
+    for off in range(top + 1):
+        present = set()
+        lost_here = False
+        for log in logs:
+            r = log.get(off)
+            if r is not None:
+                present.add((r.get("epoch"), r.get("value")))
+                lost_here = lost_here or r.get("value") in lost_p
+        epochs.update(e for e, _ in present if e is not None)
+        interesting.append(len(present) > 1 or off in div_p or lost_here)
+    interesting += [True] * len(ghosts)
+
+    def make(i: int) -> Row:
+        if i > top:
+            off = ghosts[i - top - 1]
             cells = [ghost_cell(facts, b, part, off) for b in brokers]
             for c in cells:
-                c.lost = c.present and c.value in lost.get(part, ())
-            rows.append(Row(off, cells, Cell(), ghost=True, acked=[
-                (v, v in lost.get(part, ())) for v in acked[part][off]]))
-        heads = [head(b, data.replicas.get(b), st) for b, st in zip(brokers, states, strict=True)]
-        g = Grid(part, brokers, states, heads, epochs=sorted(epochs))
-        g.rows, g.hidden = _fold(rows)
-        grids.append(g)
-    return grids
+                c.lost = c.present and c.value in lost_p
+            return Row(off, cells, Cell(), ghost=True,
+                       acked=[(v, v in lost_p) for v in acked_p[off]])
+        cells = []
+        for log, st in zip(logs, states, strict=True):
+            r = log.get(i)
+            cells.append(Cell() if r is None else Cell(
+                r.get("epoch"), r.get("value"), True,
+                isinstance(st.get("hw"), int) and i >= st["hw"], r.get("value") in lost_p))
+        fv = final.get(i)
+        present = {(c.epoch, c.value) for c in cells if c.present}
+        return Row(i, cells, Cell(None, fv, fv is not None), differs=len(present) > 1,
+                   divergent=i in div_p, acked=[(v, v in lost_p) for v in acked_p.get(i, [])])
+
+    heads = [head(b, data.replicas.get(b), st) for b, st in zip(brokers, states, strict=True)]
+    g = Grid(part, brokers, states, heads, epochs=sorted(epochs))
+    g.rows, g.hidden = _fold(interesting, make)
+    return g
 
 
-def _fold(rows: list[Row]) -> tuple[list[Row], int]:
-    if len(rows) <= MAX_ROWS:
-        return rows, 0
-    keep = set(range(EDGE)) | set(range(len(rows) - EDGE, len(rows)))
-    for i, r in enumerate(rows):
-        if r.differs or r.divergent or r.ghost or any(c.lost for c in r.cells):
+def _fold(interesting: list[bool], make: Callable[[int], Row]) -> tuple[list[Row], int]:
+    """The rows shown (made by `make(i)`) and how many are hidden: all of them up to
+    MAX_ROWS, else the first and last EDGE rows and CONTEXT rows around each
+    interesting one (a divergence, a lost write, a ghost), folds standing for the rest."""
+    n = len(interesting)
+    if n <= MAX_ROWS:
+        return [make(i) for i in range(n)], 0
+    keep = set(range(EDGE)) | set(range(n - EDGE, n))
+    for i, hit in enumerate(interesting):
+        if hit:
             keep.update(range(i - CONTEXT, i + CONTEXT + 1))
     out: list[Row] = []
     hidden = 0
     gap = 0
-    for i, r in enumerate(rows):
+    for i in range(n):
         if i in keep and len(out) < MAX_ROWS:
             if gap:
                 out.append(Row(-1, [], Cell(), gap=gap))
                 gap = 0
-            out.append(r)
+            out.append(make(i))
         else:
             gap += 1
             hidden += 1

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from checker.errors import RunDirError
 from contract import (
     ANOMALIES_JSON,
@@ -65,12 +67,12 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     out = []
     if not path.is_file():
         return out
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with path.open("rb") as fh:
         for line in fh:
             if line.strip():
                 try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
+                    out.append(orjson.loads(line))
+                except orjson.JSONDecodeError:
                     continue
     return out
 
