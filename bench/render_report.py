@@ -1,0 +1,56 @@
+"""Report rendering time for checked runs: `reports.render.render_run` (what every
+command that checks runs does per run), split into reading the run directory,
+the replica grid and the whole page.
+
+    python bench/render_report.py RUN_DIR [RUN_DIR ...] [-n 3]
+
+Each RUN_DIR must have been checked (check/summary.json). Prints, per run, its
+history lines and the median of `-n` timings of each part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reports import grid  # noqa: E402
+from reports.render import render_run  # noqa: E402
+from reports.rundata import load  # noqa: E402
+from reports.story import Facts  # noqa: E402
+
+
+def _median(n: int, fn, *args) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("-n", type=int, default=3, help="timings per part (median)")
+    args = ap.parse_args()
+    print("| run | history lines | read | grid | whole report |")
+    print("|---|---:|---:|---:|---:|")
+    for run in args.runs:
+        data = load(run)
+        facts = Facts(data)
+        read = _median(args.n, load, run)
+        grids = _median(args.n, grid.build, data, facts)
+        whole = _median(args.n, render_run, run)
+        print(f"| {run.name} | {len(data.history):,} | {read:.1f} s | {grids:.1f} s "
+              f"| {whole:.1f} s |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
