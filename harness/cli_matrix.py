@@ -208,7 +208,6 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
         if isinstance(record.error, Interrupted):
             stop.set()
 
-    interrupted: Interrupted | None = None
     if jobs == 1:
         for n in range(total):
             run(n)
@@ -224,16 +223,13 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
                     while not f.done():
                         wait([f], timeout=0.1)
                     f.result()
-            except (KeyboardInterrupt, Interrupted) as e:
+            except (KeyboardInterrupt, Interrupted):
                 stop.set()
-                interrupted = e if isinstance(e, Interrupted) else Interrupted("interrupted")
     done = [r for r in records if r is not None]
     if stop.is_set():
-        exit_code = next((r.error.exit_code for r in done if isinstance(r.error, Interrupted)),
-                         (interrupted or Interrupted("interrupted")).exit_code)
         print(f"isrlab: interrupted; the runs are in {batch}: "
               f"`isrlab check {batch}` checks them", file=sys.stderr)
-        return exit_code
+        return Interrupted.exit_code
     for (cell, _, _), record in zip(plan, done, strict=True):
         cell.records.append(record)
     results = cli_chaos.check_batch_or_exit([r.run_dir for c in cells for r in c.records],

@@ -171,6 +171,8 @@ class Producer:
                 # the broker answers nothing (an error closes the connection).
                 send_only(addr, request, self.timeout_ms / 1000)
                 return OK, {"node": node}
+            # The socket waits a little longer than the broker's own timeout, so a
+            # broker-side REQUEST_TIMED_OUT arrives as an answer.
             reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
         except NotSent as e:
             return f"connection refused by {node}: {e}"
