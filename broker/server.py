@@ -296,7 +296,8 @@ class Broker:
     async def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         resp = await self.net.deliver(msg, self._handle)
         if msg.get("type") == "produce" and msg.get("acks") == 0:
-            # Kafka's KafkaApis.handleProduceRequest (0.10.2.0): no answer to acks 0;
+            # Kafka's KafkaApis.handleProduceRequest (0.10.2.0; the close since
+            # KAFKA-955, 0.8.1): no answer to acks 0;
             # on an error the broker closes the connection instead, so the producer
             # learns something failed and refreshes its metadata.
             return CLOSE_CONNECTION if resp.get("error") else None

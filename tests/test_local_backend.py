@@ -190,7 +190,7 @@ def test_partition_uses_net_block_and_survives_restart(backend) -> None:
 
 
 def test_acks_0_produce_gets_no_answer_and_an_error_closes_the_connection(backend) -> None:
-    """Kafka 0.10.2.0 KafkaApis.handleProduceRequest: acks 0 is never answered; on an
+    """Kafka 0.10.2.0 KafkaApis.handleProduceRequest (KAFKA-955): acks 0 is never answered; on an
     error (here a produce to the follower) the broker closes the connection. The
     producer records such a send ok, without an offset, once it is written."""
     backend.start_controller()
