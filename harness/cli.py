@@ -31,7 +31,7 @@ from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER, check_master
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
-from harness import assertions, cli_chaos, cli_checker, cli_matrix, reaper
+from harness import assertions, cli_chaos, cli_checker, cli_matrix, cli_ssh, reaper
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
 from harness.collect import collect_crashed, owner_gone
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--port", type=_port, default=19092,
                    help="local: the port of every node (one 127.0.0.x address each); "
                         "docker: the first of one host port per node (P..P+brokers)")
+    add_hosts_flag(r)
     r.add_argument("--base-image", metavar="IMAGE",
                    help="docker: build the broker image on this base (e.g. python:3.11-slim) "
                         "instead of the debootstrapped one")
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_chaos.register(sub)  # chaos, export, reproduce --runs
     cli_matrix.register(sub)  # matrix, reproduce --variant/--all-variants
     cli_checker.register(sub)  # checker status|start|stop
+    cli_ssh.register(sub)  # ssh hosts up|down, ssh clean, ssh check
     for parser in (r, c):
         cli_checker.add_no_server_flag(parser)
     return p
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     try:
-        for module in (cli_matrix, cli_chaos, cli_checker):
+        for module in (cli_matrix, cli_chaos, cli_checker, cli_ssh):
             done = module.dispatch(args)
             if done is not None:
                 return done
@@ -273,19 +275,38 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return _finish(args, summary, code)
 
 
-def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The backend's options from `reproduce`'s flags: --port (local: every node's
-    port; docker: the first of the host ports it maps), --base-image (docker only),
-    and quiet image builds."""
-    options: dict[str, Any] = {"port": args.port}
-    if args.base_image:
-        if args.backend != "docker":
-            raise UsageError("--base-image applies to --backend docker only")
-        options["base_image"] = args.base_image
-    if args.backend == "docker":
+def backend_options(args: argparse.Namespace, backend: str | None = None,
+                    port: int | None = None) -> dict[str, Any]:
+    """The backend's options from a command's flags: --port (local: every node's
+    port; docker: the first of the host ports it maps; `port` overrides it),
+    --base-image (docker only), --hosts (ssh only, parsed here so a bad file fails
+    before anything starts) and quiet image builds and host checks."""
+    backend = backend or args.backend
+    hosts = getattr(args, "hosts", None)
+    base_image = getattr(args, "base_image", None)
+    if base_image and backend != "docker":
+        raise UsageError("--base-image applies to --backend docker only")
+    if backend == "ssh":
+        if hosts is None:
+            raise UsageError("--backend ssh needs --hosts HOSTS.yaml (docs/ssh.md); "
+                             "`isrlab ssh hosts up 3 --out hosts.yaml` makes one here")
+        from harness.hostsfile import load_hosts
+
+        return {"hosts": load_hosts(hosts), "quiet": args.quiet}
+    if hosts is not None:
+        raise UsageError("--hosts applies to --backend ssh only")
+    options: dict[str, Any] = {"port": args.port if port is None else port}
+    if base_image:
+        options["base_image"] = base_image
+    if backend == "docker":
         # Image builds report progress on stderr unless the user asked for quiet.
         options["quiet"] = args.quiet
     return options
+
+
+def add_hosts_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=Path, metavar="HOSTS.yaml",
+                   help="ssh: which host runs which node (docs/ssh.md)")
 
 
 def reproduce_exit_code(result: RunResult) -> int:

@@ -114,6 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                              "min.insync.replicas=2 (repeatable)")
     c.add_argument("--runs-dir", type=Path, default=Path("runs"))
     c.add_argument("--port", type=_port, default=19092)
+    cli.add_hosts_flag(c)
     c.add_argument("--brokers", type=_type(_positive_int), default=3)
     c.add_argument("--partitions", type=_type(_positive_int), default=3)
     c.add_argument("--producers", type=_type(_positive_int), default=4)
@@ -155,6 +156,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     n.add_argument("--results", type=Path, required=True, metavar="DIR",
                    help="the nights, the Parquet results table and trend.html live here")
     n.add_argument("--port", type=_port, default=19092)
+    cli.add_hosts_flag(n)
     n.add_argument("--master", help=f"Spark master (default: embedded {DEFAULT_MASTER})")
     cli_checker.add_no_server_flag(n)
     _output_flags(n)
@@ -256,9 +258,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     batch_id = f"{stamp}-{CHAOS}-{args.protocol}-{secrets.token_hex(3)}"
     batch = args.runs_dir / batch_id
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
-    options: dict[str, Any] = {"port": args.port}
-    if args.backend == "docker":
-        options["quiet"] = args.quiet
+    options = _cli().backend_options(args)
     faults = ",".join(str(f) for f in cfg.faults)
     progress.line(f"chaos: {args.runs} run(s) of {cfg.time_limit:g}s under {args.protocol} "
                   f"on {args.backend}, faults {faults}, acks {args.acks}, seed {seed} "
@@ -432,9 +432,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     interrupted: HarnessError | None = None
     done = 0
     for cell in night_cfg.cells:
-        options: dict[str, Any] = {"port": args.port}
-        if cell.backend == "docker":
-            options["quiet"] = args.quiet
+        options = _cli().backend_options(args, backend=cell.backend)
         for i in range(cell.runs):
             done += 1
             scenario, meta = chaos_run(cell.config, seed + i)

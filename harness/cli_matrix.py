@@ -72,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--jobs", type=cli_chaos._type(cli_chaos._positive_int), default=1,
                    metavar="N", help="runs at a time (default 1): each run mostly waits on "
                                      "its brokers' timers, so a few fit on one machine")
+    cli.add_hosts_flag(m)
     cli_checker.add_no_server_flag(m)
     cli._output_flags(m)
 
@@ -172,6 +173,9 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
 
     stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
     jobs = getattr(args, "jobs", 1)
+    if args.backend == "ssh" and jobs > 1:
+        raise UsageError("--jobs > 1 needs ports of its own per run; the ssh backend takes "
+                         "its ports from the hosts file: run the matrix with --jobs 1")
     cells: list[Cell] = []
     plan: list[tuple[Cell, Scenario, int]] = []
     for s in rows:
@@ -194,9 +198,7 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
         with lock:
             slot = slots.pop()
             progress.line(f"[{n + 1}/{total}] {s.run_name} under {cell.protocol}")
-        options: dict[str, Any] = {"port": args.port + slot * stride}
-        if args.backend == "docker":
-            options["quiet"] = args.quiet
+        options = cli_chaos._cli().backend_options(args, port=args.port + slot * stride)
         try:
             record = run_scenario(s, RunOptions(
                 protocol=cell.protocol, backend=args.backend, seed=(args.seed or 0) + i,

@@ -63,7 +63,9 @@ BROKER_REPO = "isrlab-broker"
 # bookworm ships Python 3.11, the version the project targets.
 SUITE = "bookworm"
 VARIANT = "minbase"
-INCLUDE = ("python3", "iptables", "iproute2")
+# openssh-server: the same base makes the SSH backend's test hosts (harness/ssh_hosts.py),
+# so one debootstrap serves both; the broker containers never start sshd.
+INCLUDE = ("python3", "iptables", "iproute2", "openssh-server")
 # Bump to force a rebuild of every base image when the recipe changes in a way the
 # hash cannot see (e.g. a change in how the tarball is imported).
 RECIPE_VERSION = 1
@@ -100,7 +102,7 @@ class ImageBuildError(DockerImageError, RunIncomplete):
     exit_code = 3
 
 
-def _eprint(line: str) -> None:
+def eprint(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
@@ -257,7 +259,7 @@ def _context_tar(files: list[tuple[str, bytes]]) -> io.BytesIO:
 # ---------------------------------------------------------------- building
 
 
-def _image_id(client: docker.client.DockerClient, ref: str) -> str | None:
+def image_id(client: docker.client.DockerClient, ref: str) -> str | None:
     try:
         return client.images.get(ref).id
     except docker.errors.ImageNotFound:
@@ -267,7 +269,7 @@ def _image_id(client: docker.client.DockerClient, ref: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
+def build_lock() -> Iterator[None]:
     # Two runs starting at once (parallel CI jobs) must not both debootstrap.
     path = Path(tempfile.gettempdir()) / "isrlab-docker-images.lock"
     with open(path, "a") as f:
@@ -332,13 +334,13 @@ def _run_build_script(mirror: str, out: Path, progress: Progress, quiet: bool) -
 
 
 def ensure_base_image(
-    client: docker.client.DockerClient, progress: Progress = _eprint, quiet: bool = False
+    client: docker.client.DockerClient, progress: Progress = eprint, quiet: bool = False
 ) -> str:
     """The debootstrap base image tag, building it if no image has that tag."""
     mirror = debian_mirror()
     recipe = base_recipe(mirror)
     tag = base_tag(recipe)
-    if _image_id(client, tag):
+    if image_id(client, tag):
         return tag
     if not quiet:
         progress(f"[base] building {tag} from {mirror} (debootstrap {SUITE}, ~1-2 min)")
@@ -355,7 +357,7 @@ def ensure_base_image(
             client.api.import_image(src=str(out), repository=repo, tag=version, changes=changes)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
             raise ImageBuildError(f"base image build failed at step 'import': {e}") from e
-    if not _image_id(client, tag):
+    if not image_id(client, tag):
         raise ImageBuildError(f"base image build failed at step 'import': {tag} not found after")
     return tag
 
@@ -363,7 +365,7 @@ def ensure_base_image(
 def _pull_base(
     client: docker.client.DockerClient, ref: str, progress: Progress, quiet: bool
 ) -> str:
-    if _image_id(client, ref):
+    if image_id(client, ref):
         return ref
     if not quiet:
         progress(f"[base] pulling {ref}")
@@ -380,21 +382,37 @@ def _pull_base(
 def ensure_broker_image(
     client: docker.client.DockerClient,
     base_ref: str,
-    progress: Progress = _eprint,
+    progress: Progress = eprint,
     quiet: bool = False,
 ) -> str:
     """The broker image tag for the current broker/ sources on `base_ref`, built if
     missing."""
-    base_id = _image_id(client, base_ref)
+    base_id = image_id(client, base_ref)
     if base_id is None:
         raise ImageBuildError(f"base image {base_ref} is missing")
     files = _broker_files()
     tag = broker_tag(files, base_id)
-    if _image_id(client, tag):
+    if image_id(client, tag):
         return tag
     if not quiet:
         progress(f"[broker] building {tag} on {base_ref}")
-    repo, _, version = tag.partition(":")
+    build_image(client, files, tag, base_ref, "broker", progress, quiet)
+    return tag
+
+
+def build_image(
+    client: docker.client.DockerClient,
+    files: list[tuple[str, bytes]],
+    tag: str,
+    base_ref: str,
+    what: str,
+    progress: Progress = eprint,
+    quiet: bool = False,
+) -> None:
+    """Build `tag` from exactly `files` (a Dockerfile with ARG BASE_IMAGE, and what it
+    copies), showing each step as "[what] Step ..."; ImageBuildError with the failed
+    step's last output lines otherwise."""
+    _repo, _, version = tag.partition(":")
     tail: deque[str] = deque(maxlen=20)
     step, error = "context", None
     try:
@@ -419,7 +437,7 @@ def ensure_broker_image(
                 if line.startswith("Step "):
                     step = line
                     if not quiet:
-                        progress(f"[broker] {line[:120]}")
+                        progress(f"[{what}] {line[:120]}")
             if "error" in chunk:
                 error = str(chunk["error"])
     except docker.errors.DockerException as e:
@@ -434,15 +452,23 @@ def ensure_broker_image(
                if not t.startswith(noise) and t.strip() and t not in error]
         cause = " / ".join(out[-4:])
         detail = f"{error[:300]} ({cause[:300]})" if cause else error[:300]
-        raise ImageBuildError(f"broker image build failed at '{step[:80]}': {detail}")
-    if not _image_id(client, tag):
-        raise ImageBuildError(f"broker image build finished but {tag} is missing")
-    return tag
+        raise ImageBuildError(f"{what} image build failed at '{step[:80]}': {detail}")
+    if not image_id(client, tag):
+        raise ImageBuildError(f"{what} image build finished but {tag} is missing")
+
+
+def base_ref_for(client: docker.client.DockerClient, base_image: str | None,
+                 progress: Progress = eprint, quiet: bool = False) -> str:
+    """The base to build on: the offline debootstrap one (built if missing) or
+    `base_image` (pulled if missing). Call under the build lock."""
+    if base_image is None:
+        return ensure_base_image(client, progress, quiet)
+    return _pull_base(client, base_image, progress, quiet)
 
 
 def ensure_images(
     base_image: str | None = None,
-    progress: Progress = _eprint,
+    progress: Progress = eprint,
     quiet: bool = False,
 ) -> str:
     """Build whatever is missing and return the broker image tag.
@@ -453,11 +479,8 @@ def ensure_images(
     """
     client = docker_client()
     try:
-        with _build_lock():
-            if base_image is None:
-                base_ref = ensure_base_image(client, progress, quiet)
-            else:
-                base_ref = _pull_base(client, base_image, progress, quiet)
+        with build_lock():
+            base_ref = base_ref_for(client, base_image, progress, quiet)
             return ensure_broker_image(client, base_ref, progress, quiet)
     finally:
         client.close()
@@ -662,7 +685,7 @@ def prune_images(
     try:
         current = None
         base_ref = base_image or base_tag(base_recipe(debian_mirror()))
-        base_id = _image_id(client, base_ref)
+        base_id = image_id(client, base_ref)
         if base_id is not None:
             current = broker_tag(_broker_files(), base_id)
         for image in client.images.list(filters={"label": f"{LABEL_IMAGE}=broker"}):

@@ -74,6 +74,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     run_id = new_run_id(scenario.run_name, opts.protocol)
     spec = scenario.cluster_spec(opts.protocol)
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **opts.backend_options)
+    steps = scenario.steps_for(opts.protocol)
+    backend.expect({s.kind for s in steps})
     # A taken address is a configuration error: fail before anything exists.
     backend.check_addresses()
     # An interrupt from here until the `try` would leave a directory without
@@ -81,7 +83,6 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     reaper.hold()
     run = RunDirWriter(opts.runs_dir, run_id)
     clock = RunClock()
-    steps = scenario.steps_for(opts.protocol)
     # The history and events files exist before run.json says "running": a harness
     # killed right after writing it leaves a (empty) prefix the checker can read.
     history = History(run.history, clock)

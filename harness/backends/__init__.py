@@ -1,5 +1,6 @@
-"""Cluster backends, by name: `local` (subprocesses on 127.0.0.x) and `docker`
-(one container per node). A new backend is one more entry in BACKENDS."""
+"""Cluster backends, by name: `local` (subprocesses on 127.0.0.x), `docker`
+(one container per node) and `ssh` (processes on the hosts of a hosts file).
+A new backend is one more entry in BACKENDS."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from harness.errors import UsageError
 BACKENDS: dict[str, str] = {
     "local": "harness.backends.local:LocalBackend",
     "docker": "harness.backends.docker:DockerBackend",
+    "ssh": "harness.backends.ssh:SshBackend",
 }
 
 

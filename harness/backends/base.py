@@ -144,6 +144,12 @@ class Backend(ABC):
 
     # -- lifecycle ---------------------------------------------------------
 
+    def expect(self, step_kinds: set[str]) -> None:
+        """What the run will ask (its step kinds), told before `check_addresses`, so a
+        backend that must check a capability up front can (ssh: iptables on every
+        host when a step partitions)."""
+        return None
+
     def check_addresses(self) -> None:
         """Raise UsageError (exit 2) if any address a node needs on this host is
         taken; call before starting."""

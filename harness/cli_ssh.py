@@ -1,0 +1,99 @@
+"""`isrlab ssh check|clean|hosts up|hosts down`: the SSH backend's hosts (docs/ssh.md).
+
+`check` connects to every host of a hosts file and runs the checks a run makes
+before it starts; `clean` removes what runs whose harness died left on the hosts;
+`hosts up N` / `hosts down` start and remove sshd containers to try the backend
+on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.progress import Progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("ssh", help="the ssh backend's hosts: check, clean, hosts up/down")
+    ssub = s.add_subparsers(dest="ssh_command", required=True, parser_class=sub._parser_class)
+    ch = ssub.add_parser("check", help="connect to every host of a hosts file and check it "
+                                       "(python3, setsid, ports, iptables) as a run would")
+    ch.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+    cl = ssub.add_parser("clean", help="stop nodes, delete iptables rules and run directories "
+                                       "that runs whose isrlab process is gone left on the hosts")
+    cl.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+    cl.add_argument("--force", action="store_true",
+                    help="also runs still going, of another machine, or awaiting "
+                         "`isrlab collect`")
+    h = ssub.add_parser("hosts", help="sshd containers on this machine, to try the backend")
+    hsub = h.add_subparsers(dest="hosts_command", required=True, parser_class=sub._parser_class)
+    up = hsub.add_parser("up", help="start N broker hosts and a controller host; write "
+                                    "their hosts file")
+    up.add_argument("n", type=int, metavar="N")
+    up.add_argument("--out", type=Path, required=True, metavar="HOSTS.yaml")
+    up.add_argument("--base-image", metavar="IMAGE", help="e.g. python:3.11-slim")
+    up.add_argument("--quiet", action="store_true", help="no progress lines")
+    down = hsub.add_parser("down", help="remove the containers a hosts file names")
+    down.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    if args.command != "ssh":
+        return None
+    if args.ssh_command == "check":
+        return _check(args.hosts)
+    if args.ssh_command == "clean":
+        return _clean(args.hosts, args.force)
+    from harness import ssh_hosts  # the docker SDK only for those who use it
+
+    if args.hosts_command == "up":
+        progress = Progress(sys.stderr, quiet=args.quiet)
+        out = ssh_hosts.hosts_up(args.n, args.out, base_image=args.base_image,
+                                 progress=progress.line, quiet=args.quiet)
+        print(out)
+        return 0
+    for name in ssh_hosts.hosts_down(args.hosts):
+        print(f"removed {name}")
+    return 0
+
+
+def _check(hosts_path: Path) -> int:
+    from harness.backends.base import ClusterSpec
+    from harness.backends.ssh import SshBackend
+    from harness.hostsfile import load_hosts
+
+    hf = load_hosts(hosts_path)
+    brokers = [f"b{i}" for i in range(len(hf.brokers))]
+    spec = ClusterSpec(protocol="latest", brokers=brokers, topics=[])
+    with tempfile.TemporaryDirectory(prefix="isrlab-ssh-check-") as tmp:
+        backend = SshBackend(spec, Path(tmp) / "check", hosts=hf)
+        backend.expect({"partition"})
+        try:
+            backend.check_addresses()
+        finally:
+            backend.teardown()
+    for h in (hf.controller, *hf.brokers):
+        print(f"ok: {h.label()} {h.target}, port {h.port} free")
+    return 0
+
+
+def _clean(hosts_path: Path, force: bool) -> int:
+    from harness.ssh_clean import clean_hosts
+
+    sweeps = clean_hosts(hosts_path, force=force)
+    errors = []
+    for s in sweeps:
+        for what in s.removed:
+            print(f"{s.host}: removed {what}")
+        for what in s.kept:
+            print(f"{s.host}: kept {what}")
+        errors += [f"{s.host}: {e}" for e in s.errors]
+    removed = sum(len(s.removed) for s in sweeps)
+    print(f"{len(sweeps)} host(s): {removed} thing(s) removed")
+    if errors:
+        raise HarnessError(f"could not remove {len(errors)} thing(s): {errors[0]}")
+    return 0
