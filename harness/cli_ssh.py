@@ -67,7 +67,7 @@ def _check(hosts_path: Path) -> int:
     from harness.hostsfile import load_hosts
 
     hf = load_hosts(hosts_path)
-    brokers = [f"b{i}" for i in range(len(hf.brokers))]
+    brokers = [h.node for h in hf.brokers]
     spec = ClusterSpec(protocol="latest", brokers=brokers, topics=[])
     with tempfile.TemporaryDirectory(prefix="isrlab-ssh-check-") as tmp:
         backend = SshBackend(spec, Path(tmp) / "check", hosts=hf)

@@ -54,7 +54,7 @@ MIN_PYTHON = (3, 9)  # what the broker (stdlib only) needs; docs/ssh.md
 class Host:
     """One node's host, every field resolved (paths absolute)."""
 
-    node: str  # the node it runs: CONTROLLER or the broker's index as "broker[i]"
+    node: str  # the node it runs: CONTROLLER, a broker, or "brokers[i]" until assigned
     address: str
     name: str
     ssh_port: int
@@ -77,7 +77,8 @@ class Host:
 
     def label(self) -> str:
         """How an error names the host: `host 10.0.0.11 (broker B)`."""
-        what = "controller" if self.node == CONTROLLER else f"broker {self.node}"
+        what = ("controller" if self.node == CONTROLLER
+                else self.node if self.node.startswith("brokers[") else f"broker {self.node}")
         return f"host {self.name} ({what})"
 
 
@@ -190,7 +191,7 @@ def load_hosts(path: Path) -> HostsFile:
     seq = v.seq(top["brokers"], top.line_of("brokers"), "brokers")
     if not seq:
         raise v.err(seq.line, "brokers is empty; name one host per broker")
-    brokers = [host(raw, seq.line_of(i), f"broker[{i}]", f"brokers[{i}]")
+    brokers = [host(raw, seq.line_of(i), f"brokers[{i}]", f"brokers[{i}]")
                for i, raw in enumerate(seq)]
     seen: dict[tuple[str, int], str] = {}
     for h, line in [(controller, top.line_of("controller")),
