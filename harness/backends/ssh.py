@@ -57,6 +57,7 @@ BROKER_DIR = Path(broker.__file__).resolve().parent
 HOSTS_RECORD = "ssh-hosts.json"  # in the run directory: where each node ran (salvage)
 MARKER = "isrlab-run.json"  # in the run's directory on each host
 STATE_TTL = 0.25  # seconds a probed process state is trusted by is_running()
+PROBE_TIMEOUT = 5.0  # seconds a state probe may take before the last known state stands
 CHAIN_PREFIX = "ISRLAB-"
 
 # Runs one node detached; its pid and exit status go where the harness reads them.
@@ -361,29 +362,37 @@ class SshBackend(Backend):
 
     # -- state (thread-safe) --------------------------------------------------------
 
-    def _probe(self, node: str) -> str:
-        """The node's state as the host sees it now: running, exited or absent."""
+    def _probe(self, node: str, pid: int | None) -> str:
+        """The node's state as its host sees it now: running, exited or absent."""
         q = shlex.quote
-        st = self._nodes[node]
         _, out = self._remote(node).run(
             f"cd {q(self.rdir(node))} && if [ -s pids/{q(node)}.exit ]; then echo exited; "
-            f"elif kill -0 {st.pid} 2>/dev/null; then echo running; else echo absent; fi")
+            f"elif kill -0 {pid} 2>/dev/null; then echo running; else echo absent; fi",
+            timeout=PROBE_TIMEOUT)
         return out.strip() or "absent"
 
     def _state(self, node: str, fresh: bool = False) -> str:
+        """The node's state, probed on its host when the cached one is older than
+        STATE_TTL (or `fresh`). The probe runs outside the lock, so a slow host
+        delays only the threads asking about its own nodes."""
         with self._lock:
             st = self._nodes.get(node)
             if st is None:
                 return "absent"
             now = time.monotonic()
-            if st.state in ("running", "paused") and (fresh or now - st.checked > STATE_TTL):
-                try:
-                    seen = self._probe(node)
-                except RunIncomplete:
-                    seen = st.state  # the host hiccupped; keep the last known state
-                if seen != "running":
-                    st.state = seen
-                st.checked = now
+            if st.state not in ("running", "paused") or (
+                    not fresh and now - st.checked <= STATE_TTL):
+                return st.state
+            st.checked = now  # meanwhile, other threads take the cached state
+            pid = st.pid
+        try:
+            seen = self._probe(node, pid)
+        except RunIncomplete:
+            seen = "running"  # the host hiccupped; keep the last known state
+        with self._lock:
+            # Only about the incarnation probed: a restart meanwhile has a new pid.
+            if seen != "running" and st.pid == pid and st.state in ("running", "paused"):
+                st.state = seen
             return st.state
 
     def _set_state(self, node: str, state: str) -> None:
