@@ -64,8 +64,12 @@ class Remote:
             else paramiko.RejectPolicy())
         where = f"{h.address}:{h.ssh_port}"
         try:
+            sock = socket.create_connection((h.address, h.ssh_port), timeout=h.connect_timeout)
+            # Without it every command waits out Nagle against the server's delayed ACK
+            # (~40 ms a round trip instead of ~5 on a LAN).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.connect(
-                h.address, port=h.ssh_port, username=h.user,
+                h.address, port=h.ssh_port, username=h.user, sock=sock,
                 key_filename=str(h.key) if h.key else None, password=h.password,
                 allow_agent=h.key is None, look_for_keys=h.key is None,
                 timeout=h.connect_timeout, banner_timeout=h.connect_timeout,

@@ -1,10 +1,12 @@
-"""Benchmark cluster start/teardown and single faults: docker backend next to local.
+"""Benchmark cluster start/teardown and single faults: local, docker and ssh side by side.
 
-    python bench/bench_docker_backend.py [--brokers 3] [--repeat 3]
+    python bench/bench_backends.py [--brokers 3] [--repeat 3] [--hosts HOSTS.yaml]
 
 Start = controller + every broker started and answering `status` (what the runner
-waits for before its own cluster-ready check). Needs the broker image (built first,
-not timed) and a Docker engine.
+waits for before its own cluster-ready check); for ssh, `connect` is connecting to
+and checking every host (`check_addresses`) and start includes copying the broker
+over SFTP. Needs the broker image (built first, not timed) and a Docker engine;
+the ssh column needs a hosts file (`isrlab ssh hosts up 3 --out hosts.yaml`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 from harness.backends.base import Backend, ClusterSpec
 from harness.backends.docker import DockerBackend
 from harness.backends.local import LocalBackend
+from harness.backends.ssh import SshBackend
 from harness.docker_image import DockerImageError, ensure_images
+from harness.hostsfile import load_hosts
 
 
 def _spec(n: int) -> ClusterSpec:
@@ -39,7 +43,8 @@ def _one(make: Callable[[Path], Backend], root: Path, i: int) -> dict[str, float
     b = make(root / f"run-{i}")
     out: dict[str, float] = {}
     try:
-        b.check_addresses()
+        out["connect"] = _timed(b.check_addresses)
+        b.run_dir.mkdir(parents=True)
         out["start"] = _timed(lambda: (b.start_controller(), [b.start(n) for n in b.brokers]))
         victim = b.brokers[-1]
         out["kill"] = _timed(lambda: b.kill(victim))
@@ -60,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hosts", type=Path, help="also the ssh backend, on these hosts")
     args = ap.parse_args(argv)
     try:
         image = ensure_images()
@@ -71,13 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         "local": lambda d: LocalBackend(spec, d, port=19700),
         "docker": lambda d: DockerBackend(spec, d, port=29700, image=image, quiet=True),
     }
+    if args.hosts:
+        hosts = load_hosts(args.hosts)
+        makers["ssh"] = lambda d: SshBackend(spec, d, hosts=hosts, quiet=True)
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="isrlab-bench-") as tmp:
         for name, make in makers.items():
             results[name] = [_one(make, Path(tmp) / name, i) for i in range(args.repeat)]
-    ops = list(results["docker"][0])
+    ops = list(results[list(makers)[-1]][0])
     print(f"{args.brokers} brokers + controller, median of {args.repeat} (seconds)")
-    print(f"{'operation':<14}{'local':>10}{'docker':>10}")
+    print(f"{'operation':<14}" + "".join(f"{name:>10}" for name in makers))
     for op in ops:
         cells = []
         for name in makers:
