@@ -431,8 +431,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     records: list[tuple[nightly.Cell, RunRecord]] = []
     interrupted: HarnessError | None = None
     done = 0
+    # Every backend's options before the first run: a missing --hosts fails now.
+    options_of = {b: _cli().backend_options(args, backend=b)
+                  for b in sorted({c.backend for c in night_cfg.cells})}
     for cell in night_cfg.cells:
-        options = _cli().backend_options(args, backend=cell.backend)
+        options = options_of[cell.backend]
         for i in range(cell.runs):
             done += 1
             scenario, meta = chaos_run(cell.config, seed + i)

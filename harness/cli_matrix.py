@@ -176,6 +176,8 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
     if args.backend == "ssh" and jobs > 1:
         raise UsageError("--jobs > 1 needs ports of its own per run; the ssh backend takes "
                          "its ports from the hosts file: run the matrix with --jobs 1")
+    options_at = {slot: cli_chaos._cli().backend_options(args, port=args.port + slot * stride)
+                  for slot in range(jobs)}  # before the first run: a bad --hosts fails now
     cells: list[Cell] = []
     plan: list[tuple[Cell, Scenario, int]] = []
     for s in rows:
@@ -198,7 +200,7 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
         with lock:
             slot = slots.pop()
             progress.line(f"[{n + 1}/{total}] {s.run_name} under {cell.protocol}")
-        options = cli_chaos._cli().backend_options(args, port=args.port + slot * stride)
+        options = options_at[slot]
         try:
             record = run_scenario(s, RunOptions(
                 protocol=cell.protocol, backend=args.backend, seed=(args.seed or 0) + i,
