@@ -80,7 +80,8 @@ def leftovers(hosts_path: Path) -> dict[str, list[str]]:
     found = {}
     for h in (load_hosts(hosts_path).controller, *load_hosts(hosts_path).brokers):
         out = _sh(h.name, "for p in /proc/[0-9]*; do [ ${p#/proc/} = $$ ] && continue;"
-                          " c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null);"
+                          # a process may exit while read: its error is not a leftover
+                          " c=$( { tr '\\0' ' ' < $p/cmdline; } 2>/dev/null);"
                           " case \"$c\" in *broker.server*|*broker.controller*) echo \"proc $c\";;"
                           " esac; done; iptables -w -S | grep ISRLAB || true;"
                           " ls -A /tmp/isrlab 2>/dev/null | sed 's/^/file /'")
