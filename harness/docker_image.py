@@ -63,9 +63,10 @@ BROKER_REPO = "isrlab-broker"
 # bookworm ships Python 3.11, the version the project targets.
 SUITE = "bookworm"
 VARIANT = "minbase"
-# openssh-server: the same base makes the SSH backend's test hosts (harness/ssh_hosts.py),
-# so one debootstrap serves both; the broker containers never start sshd.
-INCLUDE = ("python3", "iptables", "iproute2", "openssh-server")
+# openssh-server and sudo: the same base makes the SSH backend's test hosts
+# (harness/ssh_hosts.py; sudo for a user that runs iptables through `sudo -n`), so one
+# debootstrap serves both; the broker containers never start sshd.
+INCLUDE = ("python3", "iptables", "iproute2", "openssh-server", "sudo")
 # Bump to force a rebuild of every base image when the recipe changes in a way the
 # hash cannot see (e.g. a change in how the tarball is imported).
 RECIPE_VERSION = 1

@@ -44,6 +44,10 @@ LABEL_SSHHOSTS = "isrlab.sshhosts"
 SSHHOST_REPO = "isrlab-sshhost"
 DOCKERFILE = DOCKER_DIR / "Dockerfile.sshhost"
 READY_TIMEOUT = 30.0
+# The hosts' second login user (docker/Dockerfile.sshhost): not root, may run only
+# iptables through `sudo -n` -- for `user: isrlab` + `sudo: true` in the hosts file.
+SUDO_USER = "isrlab"
+SUDO_USER_ID = 1000
 
 Progress = Callable[[str], None]
 
@@ -76,11 +80,12 @@ def _keypair() -> tuple[bytes, str]:
     return private, f"{public} isrlab-ssh-hosts\n"
 
 
-def _tar_file(name: str, data: bytes, mode: int) -> bytes:
+def _tar_file(name: str, data: bytes, mode: int, owner: int = 0) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         info = tarfile.TarInfo(name)
         info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+        info.uid = info.gid = owner
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
@@ -128,6 +133,8 @@ def hosts_up(n: int, out: Path, *, base_image: str | None = None,
                 image, name=f"{prefix}-{name}", hostname=name, network=network.name,
                 labels={**labels, LABEL_NODE: name}, cap_add=["NET_ADMIN"])
             c.put_archive("/root/.ssh", _tar_file("authorized_keys", public.encode(), 0o600))
+            c.put_archive("/home/isrlab/.ssh", _tar_file("authorized_keys", public.encode(),
+                                                         0o600, owner=SUDO_USER_ID))
             c.start()
             containers.append(c)
         for c in containers:
@@ -148,6 +155,8 @@ def hosts_up(n: int, out: Path, *, base_image: str | None = None,
     lines = [
         f"# `isrlab ssh hosts up {n}`: {n + 1} sshd containers on docker network {prefix}.",
         f"# Remove them with: isrlab ssh hosts down --hosts {out}",
+        f"# Every host also has `user: {SUDO_USER}` (same key), which runs only iptables as "
+        "root: with `sudo: true`.",
         "defaults:",
         "  user: root",
         f"  key: {key_path.name}",

@@ -30,6 +30,7 @@ from conftest import (
     free_port,
 )
 
+from harness.errors import UsageError
 from harness.progress import Progress
 from harness.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario import find_scenario, load_scenario
@@ -117,8 +118,9 @@ def _options(backend: str) -> dict:
     with _ports_lock:  # runs go in parallel: never hand out one port twice
         while True:
             port = free_base_port(4) if backend == "docker" else free_port()
-            if port not in _ports_taken:
-                _ports_taken.add(port)
+            ports = set(range(port, port + 4)) if backend == "docker" else {port}
+            if not ports & _ports_taken:  # a docker run's 4 host ports, all of them
+                _ports_taken.update(ports)
                 break
     if backend == "docker":
         return {"port": port, "quiet": True}
@@ -142,11 +144,19 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     def run(case: tuple[str, str, str]) -> RunRecord:
         backend, name, protocol = case
-        return run_scenario(
-            _load_row(name),
-            RunOptions(protocol=protocol, backend=backend, runs_dir=runs_dir / backend, seed=1,
-                       backend_options=_options(backend)),
-            Progress(quiet=True))
+        for attempt in range(3):
+            try:
+                return run_scenario(
+                    _load_row(name),
+                    RunOptions(protocol=protocol, backend=backend, runs_dir=runs_dir / backend,
+                               seed=1, backend_options=_options(backend)),
+                    Progress(quiet=True))
+            except UsageError as e:
+                # A port found free, then taken by another process before the run
+                # bound it (nothing was started: check_addresses comes first).
+                if not str(e).startswith("address in use") or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     records: dict = {}
     with ThreadPoolExecutor(PARALLEL) as pool:

@@ -24,6 +24,7 @@ from conftest import ROOT, TESTS, docker_or_skip
 
 from harness.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
+from harness.errors import UsageError
 from harness.hostsfile import load_hosts
 
 pytestmark = pytest.mark.docker
@@ -234,6 +235,37 @@ def test_every_fault_on_ssh_hosts(backend, hosts):
     assert data is not None and any(data.iterdir())
 
 
+def test_a_user_that_is_not_root_partitions_through_sudo(hosts, tmp_path):
+    from harness.backends.ssh import SshBackend
+
+    as_user = _variant(hosts, tmp_path, lambda t: t.replace("user: root", "user: isrlab"))
+    b = SshBackend(SPEC, tmp_path / "run-nosudo", hosts=as_user, quiet=True)
+    b.expect({"partition"})
+    with pytest.raises(UsageError, match=r"\(controller\): the run partitions the network but "
+                                         r"iptables does not work there.*sudo: true"):
+        b.check_addresses()
+    with_sudo = _variant(hosts, tmp_path, lambda t: t.replace(
+        "user: root", "user: isrlab\n  sudo: true"), tag="-sudo")
+    b = SshBackend(SPEC, tmp_path / "run-sudo", hosts=with_sudo, quiet=True)
+    b.expect({"partition"})
+    b.check_addresses()
+    (tmp_path / "run-sudo").mkdir()
+    try:
+        b.start_controller()
+        for n in SPEC.brokers:
+            b.start(n)
+        b.partition({"A": ["B"]})
+        assert any("-j DROP" in r for r in _chain_rules(hosts, 0))
+        b.kill("B")  # a signal to a process of its own user
+        b.start("B")
+        b.heal()
+    finally:
+        b.teardown()
+    assert leftovers(hosts) == {}
+    owners = _sh(load_hosts(hosts).brokers[0].name, "ls -ld /tmp/isrlab 2>&1 || true")
+    assert "No such file" in owners  # the workdir went with the run
+
+
 # -- bad input: one line naming the host, exit 2, nothing started ---------------------
 
 
@@ -245,9 +277,10 @@ def _connects(host: str, port: int) -> bool:
     return True
 
 
-def _variant(hosts: Path, tmp_path: Path, edit) -> Path:
+def _variant(hosts: Path, tmp_path: Path, edit, tag: str = "") -> Path:
+    """A copy of the hosts file next to it (its key and known_hosts are relative)."""
     text = edit(hosts.read_text())
-    out = hosts.parent / f"variant-{tmp_path.name}.yaml"
+    out = hosts.parent / f"variant-{tmp_path.name}{tag}.yaml"
     out.write_text(text)
     return out
 

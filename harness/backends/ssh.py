@@ -77,6 +77,8 @@ _PREFLIGHT = r"""
 command -v {py} >/dev/null 2>&1 || {{ echo "NOPYTHON"; exit 0; }}
 {py} -c 'import sys; print("PYTHON %d.%d" % sys.version_info[:2])'
 command -v setsid >/dev/null 2>&1 || echo NOSETSID
+if [ -e {workdir} ]; then [ -d {workdir} ] && [ -w {workdir} ] || echo NOWORKDIR
+else [ -w "$(dirname {workdir})" ] || echo NOWORKDIR; fi
 """
 _PORT_FREE = (
     "import socket,sys\n"
@@ -257,7 +259,8 @@ class SshBackend(Backend):
         with self._lock:
             self._remotes[host.target] = remote
         try:
-            _, out = remote.run(_PREFLIGHT.format(py=shlex.quote(host.python)))
+            _, out = remote.run(_PREFLIGHT.format(py=shlex.quote(host.python),
+                                                  workdir=shlex.quote(host.workdir)))
         except RunIncomplete as e:
             raise UsageError(str(e)) from None
         if "NOPYTHON" in out:
@@ -272,6 +275,9 @@ class SshBackend(Backend):
                              f"the broker needs >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}")
         if "NOSETSID" in out:
             raise UsageError(f"{host.label()}: no setsid (util-linux) on the host")
+        if "NOWORKDIR" in out:
+            raise UsageError(f"{host.label()}: {host.user} cannot write {host.workdir} (set "
+                             f"`workdir:` in {self.hosts_file.path} to a directory it owns)")
         for n in nodes:
             h = self.hosts[n]
             _, free = remote.run(f"{shlex.quote(h.python)} -c {shlex.quote(_PORT_FREE)} "
