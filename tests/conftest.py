@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,10 +18,23 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
 
-# Tests check in their own process (and `isrlab` subprocesses inherit this): a warm
-# checker server would outlive the suite. tests/test_checker_server.py turns it on
-# in a private state directory.
-os.environ["ISRLAB_CHECKER_SERVER"] = "0"
+# `isrlab` subprocesses check through one warm checker server of the suite's own, in
+# a private state directory, as a user's commands do (each would otherwise start a
+# JVM of its own: ~25 s apiece); it is stopped when the session ends. Checks in the
+# test process itself (checker.api) use its own SparkSession. Tests of the server
+# (tests/test_checker_server.py) use directories of their own;
+# ISRLAB_TEST_CHECKER_SERVER=0 turns the server off for the whole suite.
+_SERVER_DIR = tempfile.mkdtemp(prefix="isrlab-test-checker-")
+os.environ["ISRLAB_CHECKER_DIR"] = _SERVER_DIR
+os.environ["ISRLAB_CHECKER_SERVER"] = os.environ.get("ISRLAB_TEST_CHECKER_SERVER", "1")
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    from checker import client
+
+    if client.status() is not None:
+        client.stop()
+    shutil.rmtree(_SERVER_DIR, ignore_errors=True)
 
 
 # The local backend's node addresses: the controller on 127.0.0.1, broker i on

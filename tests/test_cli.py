@@ -325,7 +325,10 @@ def test_interrupt_during_check_is_one_line(tmp_path: Path) -> None:
                                      backend_options={"port": free_port()}),
                           Progress(quiet=True))
     assert record.error is None, record.error
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "check", str(record.run_dir)],
+    # --no-server: this is about the JVM in isrlab's own process (the server's side
+    # of an interrupted check is tests/test_checker_server.py's).
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "check", str(record.run_dir),
+                             "--no-server"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(), cwd=ROOT)
     _, err, elapsed = interrupt_once_spark_runs(proc, signal.SIGINT)
@@ -344,7 +347,7 @@ def test_sigterm_during_reproduces_check_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "reproduce",
          str(TESTS / "data" / "single-broker.yaml"), "--protocol", "latest",
-         "--port", str(free_port()), "--runs-dir", str(runs)],
+         "--port", str(free_port()), "--runs-dir", str(runs), "--no-server"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
     out, err, elapsed = interrupt_once_spark_runs(proc, signal.SIGTERM)
     assert proc.returncode == 3, (out, err)
