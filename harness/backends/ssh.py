@@ -298,11 +298,7 @@ class SshBackend(Backend):
     def _install(self, nodes: list[str]) -> None:
         host = self.hosts[nodes[0]]
         remote = self._remote(nodes[0])
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        config = self.run_dir / "cluster.json"
-        if not config.exists():
-            self.write_process_config(config)
-        self._write_hosts_record()
+        config = self.run_dir / "cluster.json"  # written before the parallel installs
         marker = {"run_id": self.run_id, "run_dir": str(self.run_dir.resolve()),
                   "owner": Owner.this_process().as_record(), "chain": self.chain,
                   "nodes": nodes}
@@ -333,6 +329,13 @@ class SshBackend(Backend):
         # The first start installs the broker on every host, in parallel (the run
         # directory exists now; a failure from here on is teardown's to clean up).
         if not self._installed:
+            # Written once, here: the installs run in parallel and all copy it (one
+            # writing while another read it sent a host an empty file).
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            config = self.run_dir / "cluster.json"
+            if not config.exists():
+                self.write_process_config(config)
+            self._write_hosts_record()
             parallel(self._targets().values(), self._install)
         self._start(CONTROLLER)
 
