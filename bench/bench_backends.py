@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.hosts:
         hosts = load_hosts(args.hosts)
-        makers["ssh"] = lambda d: SshBackend(spec, d, hosts=hosts, quiet=True)
+        makers["ssh"] = lambda d: SshBackend(spec, d, hosts=hosts)
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="isrlab-bench-") as tmp:
         for name, make in makers.items():

@@ -292,7 +292,7 @@ def backend_options(args: argparse.Namespace, backend: str | None = None,
                              "`isrlab ssh hosts up 3 --out hosts.yaml` makes one here")
         from harness.hostsfile import load_hosts
 
-        return {"hosts": load_hosts(hosts), "quiet": args.quiet}
+        return {"hosts": load_hosts(hosts)}
     if hosts is not None:
         raise UsageError("--hosts applies to --backend ssh only")
     options: dict[str, Any] = {"port": args.port if port is None else port}

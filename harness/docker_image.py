@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -258,6 +259,19 @@ def _context_tar(files: list[tuple[str, bytes]]) -> io.BytesIO:
 
 
 # ---------------------------------------------------------------- building
+
+
+def tar_files(files: dict[str, bytes], mode: int = 0o644, owner: int = 0) -> bytes:
+    """A tarball of `files` (name -> content) for `put_archive`: each file with `mode`,
+    owned by uid and gid `owner`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            info.uid = info.gid = owner
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def image_id(client: docker.client.DockerClient, ref: str) -> str | None:

@@ -18,7 +18,6 @@ nearest known one.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -101,17 +100,8 @@ class HostsFile:
         return out
 
 
-def _suggest(key: str, allowed: list[str]) -> str:
-    near = difflib.get_close_matches(key, allowed, n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
-
-
 def _host_fields(v: Validator, m: LocMap, what: str) -> dict[str, Any]:
-    allowed = list(HOST_DEFAULTS)
-    for k in m:
-        if k not in HOST_DEFAULTS:
-            raise v.err(m.line_of(k), f"unknown key {k!r} in {what}{_suggest(k, allowed)}; "
-                                      f"allowed: {', '.join(allowed)}")
+    v.keys(m, tuple(HOST_DEFAULTS), what)
     out: dict[str, Any] = {}
     for k, raw in m.items():
         line = m.line_of(k)
@@ -165,13 +155,7 @@ def load_hosts(path: Path) -> HostsFile:
     v = Validator(path)
     doc = load(path)
     top = v.mapping(doc, 1, "a hosts file")
-    for k in top:
-        if k not in TOP_KEYS:
-            raise v.err(top.line_of(k), f"unknown key {k!r}{_suggest(k, list(TOP_KEYS))}; "
-                                        f"a hosts file has {', '.join(TOP_KEYS)}")
-    for k in ("controller", "brokers"):
-        if k not in top:
-            raise v.err(top.line, f"the hosts file has no {k!r}")
+    v.keys(top, TOP_KEYS, "a hosts file", required=("controller", "brokers"))
     defaults = dict(HOST_DEFAULTS)
     if "defaults" in top:
         dm = v.mapping(top["defaults"], top.line_of("defaults"), "defaults")

@@ -13,10 +13,8 @@ leaves them alone. NET_ADMIN lets the backend's iptables rules work inside.
 from __future__ import annotations
 
 import hashlib
-import io
 import secrets
 import socket
-import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +33,7 @@ from harness.docker_image import (
     docker_client,
     eprint,
     image_id,
+    tar_files,
 )
 from harness.errors import RunIncomplete, UsageError, one_line
 from harness.hostsfile import load_hosts
@@ -80,16 +79,6 @@ def _keypair() -> tuple[bytes, str]:
     return private, f"{public} isrlab-ssh-hosts\n"
 
 
-def _tar_file(name: str, data: bytes, mode: int, owner: int = 0) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-        info.uid = info.gid = owner
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _wait_sshd(container: docker.models.containers.Container, ip: str) -> str:
     """Wait until sshd answers on ip:22; the host's ed25519 public key ("type base64")."""
     deadline = time.monotonic() + READY_TIMEOUT
@@ -132,8 +121,8 @@ def hosts_up(n: int, out: Path, *, base_image: str | None = None,
             c = client.containers.create(
                 image, name=f"{prefix}-{name}", hostname=name, network=network.name,
                 labels={**labels, LABEL_NODE: name}, cap_add=["NET_ADMIN"])
-            c.put_archive("/root/.ssh", _tar_file("authorized_keys", public.encode(), 0o600))
-            c.put_archive("/home/isrlab/.ssh", _tar_file("authorized_keys", public.encode(),
+            c.put_archive("/root/.ssh", tar_files({"authorized_keys": public.encode()}, 0o600))
+            c.put_archive("/home/isrlab/.ssh", tar_files({"authorized_keys": public.encode()},
                                                          0o600, owner=SUDO_USER_ID))
             c.start()
             containers.append(c)

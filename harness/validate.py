@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ class Validator:
              required: tuple[str, ...] = ()) -> None:
         for k in m:
             if k not in allowed:
+                near = difflib.get_close_matches(str(k), allowed, n=1)
                 raise self.err(m.line_of(k), f"unknown key {k!r} in {what}; "
-                                             f"allowed: {', '.join(allowed)}")
+                                             f"allowed: {', '.join(allowed)}"
+                                             + (f"; did you mean {near[0]!r}?" if near else ""))
         for k in required:
             if k not in m:
                 raise self.err(m.line, f"{what} is missing {k!r}")

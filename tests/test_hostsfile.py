@@ -48,8 +48,10 @@ def test_a_hosts_file_resolves_defaults_paths_and_the_broker_assignment(tmp_path
 
 @pytest.mark.parametrize("text, line, message", [
     (GOOD.replace("{address: 10.0.0.11}", "{adress: 10.0.0.11}"), 7,
-     "unknown key 'adress' in brokers[0] (did you mean 'address'?)"),
-    (GOOD.replace("brokers:", "broker:"), 6, "unknown key 'broker' (did you mean 'brokers'?)"),
+     "unknown key 'adress' in brokers[0]; allowed: name, address,"),
+    (GOOD.replace("brokers:", "broker:"), 6,
+     "unknown key 'broker' in a hosts file; allowed: defaults, controller, brokers; "
+     "did you mean 'brokers'?"),
     (GOOD.replace("ssh_port: 2222", "ssh_port: 70000"), 5, "ssh_port must be a TCP port"),
     (GOOD.replace("sudo: true", "sudo: maybe"), 4, "sudo must be true or false"),
     (GOOD.replace("port: 9093, ", "port: 9092, address: 10.0.0.11, ").replace(
@@ -77,9 +79,10 @@ def test_the_cli_reports_a_misspelt_key_on_one_line_with_exit_2(tmp_path):
         capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"isrlab: {path}:7: unknown key 'adress' in brokers[0] (did you mean 'address'?); "
+        f"isrlab: {path}:7: unknown key 'adress' in brokers[0]; "
         "allowed: name, address, ssh_port, user, key, password, sudo, port, python, workdir, "
-        "known_hosts, host_key_check, connect_timeout, command_timeout"]
+        "known_hosts, host_key_check, connect_timeout, command_timeout; "
+        "did you mean 'address'?"]
     assert not (tmp_path / "runs").exists()
 
 

@@ -104,7 +104,7 @@ def runs(hosts, tmp_path_factory) -> tuple[dict[str, Any], Path]:
     from nemesis.schedule import parse_faults
 
     runs_dir = tmp_path_factory.mktemp("ssh-runs")
-    options = {"hosts": load_hosts(hosts), "quiet": True}
+    options = {"hosts": load_hosts(hosts)}
     quiet = Progress(quiet=True)
     for i, name in enumerate(SHIPPED):
         record = run_scenario(load_scenario(find_scenario(name)), RunOptions(
@@ -172,7 +172,7 @@ def test_a_run_directory_of_ssh_has_the_usual_format(runs):
 def backend(hosts, tmp_path):
     from harness.backends.ssh import SshBackend
 
-    b = SshBackend(SPEC, tmp_path / "run-ssh", hosts=hosts, quiet=True)
+    b = SshBackend(SPEC, tmp_path / "run-ssh", hosts=hosts)
     b.expect({"partition"})
     b.check_addresses()
     (tmp_path / "run-ssh").mkdir()
@@ -239,14 +239,14 @@ def test_a_user_that_is_not_root_partitions_through_sudo(hosts, tmp_path):
     from harness.backends.ssh import SshBackend
 
     as_user = _variant(hosts, tmp_path, lambda t: t.replace("user: root", "user: isrlab"))
-    b = SshBackend(SPEC, tmp_path / "run-nosudo", hosts=as_user, quiet=True)
+    b = SshBackend(SPEC, tmp_path / "run-nosudo", hosts=as_user)
     b.expect({"partition"})
     with pytest.raises(UsageError, match=r"\(controller\): the run partitions the network but "
                                          r"iptables does not work there.*sudo: true"):
         b.check_addresses()
     with_sudo = _variant(hosts, tmp_path, lambda t: t.replace(
         "user: root", "user: isrlab\n  sudo: true"), tag="-sudo")
-    b = SshBackend(SPEC, tmp_path / "run-sudo", hosts=with_sudo, quiet=True)
+    b = SshBackend(SPEC, tmp_path / "run-sudo", hosts=with_sudo)
     b.expect({"partition"})
     b.check_addresses()
     (tmp_path / "run-sudo").mkdir()

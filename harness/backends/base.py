@@ -39,6 +39,15 @@ from nemesis import delays
 LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready
 MAX_PORT = 65535
 
+# `python3 -c DROP_UNSYNCED_PY DATA_DIR`: a power cycle's second half where the data
+# directory is not readable from here (a container's volume, an SSH host); the broker
+# owns its file format. Prints what was dropped, as JSON.
+DROP_UNSYNCED_PY = (
+    "import json, sys\n"
+    "from broker.storage import drop_unsynced\n"
+    "print(json.dumps(drop_unsynced(sys.argv[1])))\n"
+)
+
 # Exit statuses of a broker or controller process (broker.process.run_main) that
 # mean "your configuration", not "the run failed".
 _EXIT_BAD_CONFIG = 2

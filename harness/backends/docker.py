@@ -45,6 +45,7 @@ import requests.exceptions
 from contract import LOGS
 from harness.backends.base import (
     CONTROLLER,
+    DROP_UNSYNCED_PY,
     LOG_TAIL_LINES,
     Backend,
     ClusterSpec,
@@ -63,6 +64,7 @@ from harness.docker_image import (
     docker_client,
     ensure_images,
     run_labels,
+    tar_files,
 )
 from harness.errors import RunIncomplete, UsageError, one_line
 
@@ -85,28 +87,11 @@ _RULES_HEAD = (
     "iptables -w -N ISRLAB 2>/dev/null || iptables -w -F ISRLAB\n"
     "iptables -w -C INPUT -j ISRLAB 2>/dev/null || iptables -w -I INPUT -j ISRLAB\n"
 )
-_DROP_UNSYNCED = (
-    "import json, sys\n"
-    "from broker.storage import drop_unsynced\n"
-    f"print(json.dumps(drop_unsynced({DATA_DIR!r})))\n"
-)
 
 
 def _name_part(s: str) -> str:
     """Docker object names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*."""
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", s).strip("-.") or "x"
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644
-            info.mtime = int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 @dataclass
@@ -255,7 +240,7 @@ class DockerBackend(Backend):
             )
             # Copied in, not bind-mounted: works with a remote engine too.
             container.put_archive(
-                "/", _tar({"etc/isrlab/cluster.json": config_path.read_bytes()})
+                "/", tar_files({"etc/isrlab/cluster.json": config_path.read_bytes()})
             )
         except docker.errors.APIError as e:
             raise RunIncomplete(f"cannot create the {node} container: {one_line(e)}") from e
@@ -415,7 +400,7 @@ class DockerBackend(Backend):
         entry = self._nodes[node]
         box = client.containers.create(
             self.image,
-            ["-c", _DROP_UNSYNCED],
+            ["-c", DROP_UNSYNCED_PY, DATA_DIR],
             labels={**self.labels, LABEL_NODE: f"{node}{POWER_CYCLE_SUFFIX}"},
             volumes={entry.volume: {"bind": DATA_DIR, "mode": "rw"}},
             network_mode="none",
@@ -458,7 +443,7 @@ class DockerBackend(Backend):
         """Leave the rules where the entrypoint applies them at the next start."""
         script = self._rules(node) if self._grudge else ""
         self._nodes[node].container.put_archive(
-            "/", _tar({"etc/isrlab/net.sh": script.encode()})
+            "/", tar_files({"etc/isrlab/net.sh": script.encode()})
         )
 
     def _apply_rules(self, node: str) -> None:

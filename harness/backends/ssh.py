@@ -43,6 +43,7 @@ import broker
 from contract import LOGS
 from harness.backends.base import (
     CONTROLLER,
+    DROP_UNSYNCED_PY,
     LOG_TAIL_LINES,
     Backend,
     ClusterSpec,
@@ -86,11 +87,6 @@ _PORT_FREE = (
     "try: s.bind((sys.argv[1], int(sys.argv[2])))\n"
     "except OSError as e: print('BUSY', e.strerror or e); sys.exit(0)\n"
     "print('FREE')\n"
-)
-_DROP_UNSYNCED = (
-    "import json, sys\n"
-    "from broker.storage import drop_unsynced\n"
-    "print(json.dumps(drop_unsynced(sys.argv[1])))\n"
 )
 
 # sh: SIGKILL every node of the run directory $1 still running (a paused one too:
@@ -153,6 +149,16 @@ def broker_files() -> dict[str, bytes]:
     return out
 
 
+def _exit_code(text: str) -> int | None:
+    """A pids/NODE.exit file's status as subprocess reports it (a signal N: -N);
+    None if it holds none (the node still runs)."""
+    text = text.strip()
+    if not text.isdigit():
+        return None
+    n = int(text)
+    return -(n - 128) if n > 128 else n
+
+
 def kill_run(remote: Remote, rdir: str) -> list[str]:
     """Stop every node of the run directory `rdir` on the host; "node (pid P on H)"."""
     _, out = remote.run(f"sh -c {shlex.quote(_KILL_RUN)} isrlab {shlex.quote(rdir)}",
@@ -184,8 +190,6 @@ class SshBackend(Backend):
         hosts: Path | HostsFile | None = None,
         start_timeout: float = 30.0,
         stop_timeout: float = 15.0,
-        progress: Callable[[str], None] | None = None,
-        quiet: bool = False,
     ) -> None:
         super().__init__(spec, run_dir)
         if hosts is None:
@@ -194,8 +198,6 @@ class SshBackend(Backend):
         self.hosts: dict[str, Host] = self.hosts_file.assign(spec.brokers)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
-        self.quiet = quiet
-        self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self.run_id = run_dir.name
         self.chain = chain_name(self.run_id)
         self._uses_partitions = False
@@ -423,11 +425,7 @@ class SshBackend(Backend):
     def _exit_status(self, node: str) -> int | None:
         code, out = self._remote(node).run(
             f"cat {shlex.quote(self.rdir(node))}/pids/{shlex.quote(node)}.exit", check=False)
-        text = out.strip()
-        if code != 0 or not text.isdigit():
-            return None
-        n = int(text)
-        return -(n - 128) if n > 128 else n  # as subprocess reports a signal
+        return _exit_code(out) if code == 0 else None
 
     def _log_tail(self, node: str) -> str:
         try:
@@ -463,12 +461,10 @@ class SshBackend(Backend):
             f"{sends}; i=0; while [ ! -s {exit_file} ] && [ $i -lt {steps} ]; do "
             f"i=$((i+1)); sleep 0.02; done; cat {exit_file} 2>/dev/null || echo RUNNING",
             timeout=timeout + self._host(node).command_timeout, check=False)
-        text = out.strip()
-        if text.endswith("RUNNING") or not text.isdigit():
-            return None
-        self._set_state(node, "exited")
-        n = int(text)
-        return -(n - 128) if n > 128 else n
+        exit_code = _exit_code(out)
+        if exit_code is not None:
+            self._set_state(node, "exited")
+        return exit_code
 
     def stop(self, node: str) -> int | None:
         self._live_pid(node, "stop")
@@ -506,7 +502,7 @@ class SshBackend(Backend):
         h = self._host(node)
         _, out = self._remote(node).run(
             f"cd {q(self.rdir(node))} && PYTHONPATH=code {q(h.python)} -c "
-            f"{q(_DROP_UNSYNCED)} data/{q(node)}")
+            f"{q(DROP_UNSYNCED_PY)} data/{q(node)}")
         return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
 
     # -- network faults ----------------------------------------------------------------
