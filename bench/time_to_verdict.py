@@ -7,7 +7,8 @@ Three conditions per scenario, alternated so that drift hits them alike:
   cold      no checker server running (it starts with the command, its JVM from
             the class-data archive when one exists);
   warm      a checker server of this version is up (a check ran in the last ten
-            minutes);
+            minutes): the cold run's, --settle seconds earlier (a person reading
+            its report; the server goes on warming up meanwhile);
   no-server --no-server: the check in the command's own process, a fresh JVM.
 With --first-ever the class-data archive is removed before each cold run (a
 machine that never checked). Prints a table (median and max per condition) and
@@ -62,6 +63,8 @@ def main() -> int:
     p.add_argument("--protocol", default="0.10")
     p.add_argument("--scenario", action="append", help=f"default: {', '.join(SHIPPED)}")
     p.add_argument("--port", type=int, default=28092)
+    p.add_argument("--settle", type=float, default=60.0,
+                   help="seconds between the cold run and the warm one (default 60)")
     p.add_argument("--first-ever", action="store_true",
                    help="remove the class-data archive before each cold run")
     args = p.parse_args()
@@ -75,11 +78,17 @@ def main() -> int:
                 if args.first_ever:
                     cds_archive().unlink(missing_ok=True)
                 for cond, extra in (("cold", ()), ("warm", ()), ("no-server", ("--no-server",))):
+                    if cond == "warm":
+                        time.sleep(args.settle)
+                    info = client.read_info() or {}
                     wall, summary = reproduce(name, args.protocol, runs, args.port, *extra)
                     times.setdefault((name, cond), []).append(wall)
                     cluster.setdefault(name, []).append(summary["elapsed_s"])
                     print(f"  {i + 1}/{args.n} {name:30} {cond:9} {wall:6.2f} s "
-                          f"(cluster {summary['elapsed_s']:.2f} s, {summary.get('verdict')})",
+                          f"(cluster {summary['elapsed_s']:.2f} s, {summary.get('verdict')}"
+                          + (f"; server had run {info.get('checks', 0)} check(s) and "
+                             f"{info.get('warmup_checks', 0)} warm-up check(s))"
+                             if cond == "warm" else ")"),
                           flush=True)
         wait_stopped()
     print(f"\nscenario (--protocol {args.protocol})   cluster   cold (med/max)   "

@@ -29,6 +29,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ class Server:
         self.started = time.time()
         self.last_used = self.started
         self.checks = 0
+        self.warmup_checks = 0  # made-up checks the warm-up ran (_WarmUp)
+        self._info_lock = threading.Lock()
         self.stopping = False
         self.sock: socket.socket | None = None
 
@@ -56,14 +59,15 @@ class Server:
             "pid": os.getpid(), "version": remote.checker_version(), "master": self.master,
             "socket": str(remote.socket_path()), "started": self.started,
             "last_used": self.last_used, "idle_timeout": self.idle_timeout,
-            "checks": self.checks, "ready": ready,
+            "checks": self.checks, "warmup_checks": self.warmup_checks, "ready": ready,
         }
 
     def _write_info(self, ready: bool) -> None:
         path = remote.info_path()
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.info(ready)))
-        tmp.replace(path)
+        with self._info_lock:  # the warm-up thread writes it too
+            tmp.write_text(json.dumps(self.info(ready)))
+            tmp.replace(path)
 
     def _remove_own_files(self) -> None:
         """Remove the socket and state file if they are still this server's (a
@@ -97,8 +101,7 @@ class Server:
         self.last_used = time.time()  # idle from here: Spark's start is not idleness
         self._write_info(ready=True)
         print(f"checker server {remote.checker_version()} ready on {self.master}", flush=True)
-        warmup = _WarmUp(self.master)
-        warmup.start()
+        warmup = self._warm_up()
         try:
             while not self.stopping:
                 left = self.idle_timeout - (time.time() - self.last_used)
@@ -116,11 +119,24 @@ class Server:
                     self._serve(conn)
                 self.last_used = time.time()
                 self._write_info(ready=True)
+                warmup = self._warm_up()  # the rest of it, while the caller reads
         finally:
             warmup.abandon()
             self.sock.close()
             self._remove_own_files()
         return 0
+
+    def _warm_up(self) -> _WarmUp:
+        """Start (or go on with) the warm-up checks, until WARMUP_CHECKS checks, real
+        or made up, have run in this JVM."""
+        warmup = _WarmUp(self.master, WARMUP_CHECKS - self.checks - self.warmup_checks,
+                         self._warmed)
+        warmup.start()
+        return warmup
+
+    def _warmed(self) -> None:
+        self.warmup_checks += 1
+        self._write_info(ready=True)
 
     def _serve(self, conn: socket.socket) -> None:
         rfile, wfile = conn.makefile("rb"), conn.makefile("wb")
@@ -195,22 +211,30 @@ class Server:
             watcher.join()
 
 
-WARMUP_CHECKS = 4
+# HotSpot keeps compiling Spark's planner over a JVM's first checks: a small run's
+# check took 24.9, 9.7, 11.2, 7.9, 7.5, 6.3, 5.9, 5.4 s in one session, and levels
+# off at ~4-5 s after about ten (bench/README.md, time to verdict).
+WARMUP_CHECKS = 10
 
 
 class _WarmUp(threading.Thread):
-    """Check a small made-up run once, right after Spark starts, while the caller's
-    cluster is still running: a cold JVM interprets and compiles Spark's planner
-    and generates the check's classes on its first check (~10 s of a cold
-    check). Abandoned -- its Spark jobs cancelled -- the moment a real request
-    arrives; what it compiled by then stays compiled."""
+    """Check a small made-up run ``count`` times: right after Spark starts, while the
+    caller's cluster is still running (a cold JVM interprets and compiles Spark's
+    planner and generates the check's classes on its first check), and again after
+    each real check until the JVM has run WARMUP_CHECKS. Abandoned -- its Spark
+    jobs cancelled -- the moment a real request arrives; what it compiled by then
+    stays compiled. ``done`` is called after each of its checks."""
 
-    def __init__(self, master: str) -> None:
+    def __init__(self, master: str, count: int, done: Callable[[], None]) -> None:
         super().__init__(name="isrlab-checker-warmup", daemon=True)
         self.master = master
+        self.count = count
+        self.done = done
         self._abandoned = threading.Event()
 
     def run(self) -> None:
+        if self.count <= 0:
+            return
         import tempfile
 
         from checker.api import check_runs
@@ -230,10 +254,9 @@ class _WarmUp(threading.Thread):
                 rb.replica("B", [(0, 100)], role="leader", hw=1, leader_epoch=1)
                 rb.final_read([100])
                 run = rb.write()
-                # HotSpot keeps compiling over the first few checks (a check of a
-                # small run: 7.1, 7.2, 5.2, 5.3, 4.8 s in one session).
-                for _ in range(WARMUP_CHECKS):
+                for _ in range(self.count):
                     check_runs([run], master=self.master, progress=say)
+                    self.done()
             print("checker server: warmed up", flush=True)
         except Exception:  # noqa: BLE001 - abandoned (cancelled jobs) or not: never fatal
             pass
