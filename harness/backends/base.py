@@ -136,6 +136,9 @@ class Backend(ABC):
         # Active `delay` plans and when each began (re-sent, shortened, to a node
         # that restarts while they last).
         self._delays: list[tuple[delays.DelayPlan, float]] = []
+        # The current partition (`partition`): node -> the peers it must not hear
+        # from; backends apply it again to a node that restarts.
+        self._grudge: dict[str, list[str]] = {}
 
     @property
     def brokers(self) -> list[str]:
@@ -248,10 +251,26 @@ class Backend(ABC):
     def partition(self, grudge: dict[str, list[str]]) -> None:
         """Cut links: grudge[node] = the nodes it must not hear from (nodes absent
         from the grudge are cut from nobody). Replaces any earlier partition."""
-        raise NotImplementedError(f"the {self.name} backend cannot partition the network")
+        for node, peers in grudge.items():
+            for n in (node, *peers):
+                if n not in self.nodes:
+                    raise UsageError(f"unknown node {n!r} in partition")
+        self._check_grudge(grudge)
+        self._grudge = {n: sorted(set(p)) for n, p in grudge.items() if p}
+        self._apply_grudge()
 
     def heal(self) -> None:
-        """Undo every partition."""
+        """Undo every partition (and end every delay)."""
+        self.deliver()
+        self._grudge = {}
+        self._apply_grudge()
+
+    def _check_grudge(self, grudge: dict[str, list[str]]) -> None:
+        """UsageError for a partition this backend cannot make (names are checked)."""
+        return None
+
+    def _apply_grudge(self) -> None:
+        """Make the network match self._grudge, the whole current partition."""
         raise NotImplementedError(f"the {self.name} backend cannot partition the network")
 
     def delay(self, plan: delays.DelayPlan) -> None:

@@ -141,7 +141,6 @@ class DockerBackend(Backend):
         self._probe: docker.client.DockerClient | None = None  # other threads' client
         self._network: Any = None
         self._nodes: dict[str, _Node] = {}
-        self._grudge: dict[str, list[str]] = {}
         self._lock = threading.RLock()
         self._torn_down = False
         self._logs_saved = False
@@ -417,17 +416,7 @@ class DockerBackend(Backend):
 
     # -- network faults ------------------------------------------------------
 
-    def partition(self, grudge: dict[str, list[str]]) -> None:
-        for node, peers in grudge.items():
-            for n in (node, *peers):
-                if n not in self.nodes:
-                    raise UsageError(f"unknown node {n!r} in partition")
-        self._grudge = {n: sorted(set(p)) for n, p in grudge.items() if p}
-        self._sync_all_rules()
-
-    def heal(self) -> None:
-        self.deliver()  # heal also ends every delay
-        self._grudge = {}
+    def _apply_grudge(self) -> None:
         self._sync_all_rules()
 
     def _rules(self, node: str) -> str:

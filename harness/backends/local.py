@@ -93,7 +93,6 @@ class LocalBackend(Backend):
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self._procs: dict[str, _Proc] = {}
-        self._grudge: dict[str, list[str]] = {}  # current partition, re-applied on restart
         self._lock = threading.Lock()
         self._config_path = run_dir / "cluster.json"
         self._pythonpath = [str(Path(__file__).resolve().parents[2])]
@@ -267,25 +266,14 @@ class LocalBackend(Backend):
 
     # -- network faults ------------------------------------------------------
 
-    def partition(self, grudge: dict[str, list[str]]) -> None:
+    def _apply_grudge(self) -> None:
         """Loopback has no network to cut, so each process cuts itself off with the
         broker's `net-block` admin request: node X stops answering and sending to
         every peer in grudge[X] (both directions, at X). Clients and the harness
         still reach every node."""
-        for node in grudge:
-            if node != CONTROLLER:
-                self.address(node)  # validates the name
-        self._grudge = {n: sorted(peers) for n, peers in grudge.items() if peers}
         for node in self.nodes:
             if self.is_running(node):
                 self._net_block(node, self._grudge.get(node, []))
-
-    def heal(self) -> None:
-        self.deliver()  # heal also ends every delay
-        self._grudge = {}
-        for node in self.nodes:
-            if self.is_running(node):
-                self._net_block(node, [])
 
     def _net_block(self, node: str, peers: list[str]) -> None:
         if self.is_paused(node):

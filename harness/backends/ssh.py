@@ -204,7 +204,6 @@ class SshBackend(Backend):
         self._remotes: dict[str, Remote] = {}  # Host.target -> its connection
         self._nodes = {n: _NodeState() for n in self.nodes}
         self._lock = threading.RLock()
-        self._grudge: dict[str, list[str]] = {}
         self._chains: set[str] = set()  # targets where the run's chain exists
         self._installed: set[str] = set()
         self._torn_down = False
@@ -507,22 +506,15 @@ class SshBackend(Backend):
 
     # -- network faults ----------------------------------------------------------------
 
-    def partition(self, grudge: dict[str, list[str]]) -> None:
+    def _check_grudge(self, grudge: dict[str, list[str]]) -> None:
         for node, peers in grudge.items():
-            for n in (node, *peers):
-                if n not in self.nodes:
-                    raise UsageError(f"unknown node {n!r} in partition")
             for p in peers:
                 if self.hosts[p].address == self.hosts[node].address:
                     raise UsageError(
                         f"cannot cut {node} from {p}: both run on {self.hosts[p].address}; "
                         "partitions need a host address per node")
-        self._grudge = {n: sorted(set(p)) for n, p in grudge.items() if p}
-        self._sync_rules()
 
-    def heal(self) -> None:
-        self.deliver()  # heal also ends every delay
-        self._grudge = {}
+    def _apply_grudge(self) -> None:
         self._sync_rules()
 
     def _rules(self, nodes: list[str]) -> str:
