@@ -189,6 +189,14 @@ def test_partition_uses_net_block_and_survives_restart(backend) -> None:
     assert all(status(backend.address(n))["blocked"] == [] for n in backend.nodes)
 
 
+def test_partition_naming_an_unknown_node_changes_nothing(backend) -> None:
+    backend.start_controller()
+    backend.start("A")
+    with pytest.raises(UsageError, match="unknown node 'Z' in partition"):
+        backend.partition({"A": ["Z"]})
+    assert status(backend.address("A"))["blocked"] == []
+
+
 def test_acks_0_produce_gets_no_answer_and_an_error_closes_the_connection(backend) -> None:
     """Kafka 0.10.2.0 KafkaApis.handleProduceRequest (KAFKA-955): acks 0 is never answered; on an
     error (here a produce to the follower) the broker closes the connection. The
