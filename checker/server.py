@@ -113,13 +113,15 @@ class Server:
                     conn, _ = self.sock.accept()
                 except TimeoutError:
                     continue
-                warmup.abandon()  # a real request: what the warm-up compiled is kept
                 with conn:
                     conn.settimeout(None)
-                    self._serve(conn)
+                    # A check abandons the warm-up (what it compiled is kept);
+                    # `checker status` does not.
+                    self._serve(conn, before_check=warmup.abandon)
                 self.last_used = time.time()
                 self._write_info(ready=True)
-                warmup = self._warm_up()  # the rest of it, while the caller reads
+                if not self.stopping and not warmup.is_alive():
+                    warmup = self._warm_up()  # the rest of it, while the caller reads
         finally:
             warmup.abandon()
             self.sock.close()
@@ -127,9 +129,9 @@ class Server:
         return 0
 
     def _warm_up(self) -> _WarmUp:
-        """Start (or go on with) the warm-up checks, until WARMUP_CHECKS checks, real
-        or made up, have run in this JVM."""
-        warmup = _WarmUp(self.master, WARMUP_CHECKS - self.checks - self.warmup_checks,
+        """Start (or go on with) the warm-up checks, until warmup_checks() checks,
+        real or made up, have run in this JVM."""
+        warmup = _WarmUp(self.master, warmup_checks() - self.checks - self.warmup_checks,
                          self._warmed)
         warmup.start()
         return warmup
@@ -138,7 +140,7 @@ class Server:
         self.warmup_checks += 1
         self._write_info(ready=True)
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, before_check: Callable[[], None]) -> None:
         rfile, wfile = conn.makefile("rb"), conn.makefile("wb")
         try:
             req = remote.receive(rfile)
@@ -151,6 +153,7 @@ class Server:
                 self.stopping = True
                 remote.send(wfile, {"stopping": True})
             elif op == "check":
+                before_check()
                 self._check(conn, wfile, req)
             else:
                 remote.send(wfile, {"error": {"type": "CheckerError",
@@ -217,11 +220,20 @@ class Server:
 WARMUP_CHECKS = 10
 
 
+def warmup_checks() -> int:
+    """WARMUP_CHECKS, or ISRLAB_CHECKER_WARMUP (0: no warm-up, for a machine whose
+    cores are better left to the cluster)."""
+    try:
+        return max(0, int(os.environ.get("ISRLAB_CHECKER_WARMUP") or WARMUP_CHECKS))
+    except ValueError:
+        return WARMUP_CHECKS
+
+
 class _WarmUp(threading.Thread):
     """Check a small made-up run ``count`` times: right after Spark starts, while the
     caller's cluster is still running (a cold JVM interprets and compiles Spark's
     planner and generates the check's classes on its first check), and again after
-    each real check until the JVM has run WARMUP_CHECKS. Abandoned -- its Spark
+    each real check until the JVM has run warmup_checks(). Abandoned -- its Spark
     jobs cancelled -- the moment a real request arrives; what it compiled by then
     stays compiled. ``done`` is called after each of its checks."""
 
@@ -258,8 +270,9 @@ class _WarmUp(threading.Thread):
                     check_runs([run], master=self.master, progress=say)
                     self.done()
             print("checker server: warmed up", flush=True)
-        except Exception:  # noqa: BLE001 - abandoned (cancelled jobs) or not: never fatal
-            pass
+        except Exception as e:  # noqa: BLE001 - abandoned (cancelled jobs) or not: never fatal
+            if not self._abandoned.is_set():
+                print(f"checker server: warm-up failed: {e!r}"[:500], flush=True)
 
     def abandon(self) -> None:
         if not self.is_alive():

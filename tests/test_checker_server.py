@@ -48,6 +48,27 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, env=env)
 
 
+def test_the_warm_up_goes_on_after_a_real_check_up_to_its_count(
+        server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ISRLAB_CHECKER_WARMUP", "3")
+    runs = _runs(server_env / "runs")
+    client.check(runs[:1])
+    deadline = time.monotonic() + 240
+    status = client.status()
+    while time.monotonic() < deadline:
+        status = client.status()
+        assert status is not None
+        if status["checks"] + status["warmup_checks"] >= 3:
+            break
+        time.sleep(1)
+    # Three checks in all, real or made up: the warm-up went on after the real one.
+    assert status is not None and status["checks"] == 1 and status["warmup_checks"] == 2
+    time.sleep(8)  # and stopped there: three checks in all
+    assert client.status()["warmup_checks"] == 2
+    assert [r.verdict for r in client.check(runs[1:])] == ["valid"]
+    assert client.status()["checks"] == 2
+
+
 def test_server_check_matches_in_process_and_replaces_a_stale_server(
         server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = _runs(server_env / "runs")
