@@ -131,9 +131,10 @@ class Server:
     def _warm_up(self) -> _WarmUp:
         """Start (or go on with) the warm-up checks, until warmup_checks() checks,
         real or made up, have run in this JVM."""
-        warmup = _WarmUp(self.master, warmup_checks() - self.checks - self.warmup_checks,
-                         self._warmed)
-        warmup.start()
+        left = warmup_checks() - self.checks - self.warmup_checks
+        warmup = _WarmUp(self.master, left, self._warmed)
+        if left > 0:
+            warmup.start()  # unstarted, it is not alive and abandons at once
         return warmup
 
     def _warmed(self) -> None:
@@ -234,7 +235,7 @@ class _WarmUp(threading.Thread):
     caller's cluster is still running (a cold JVM interprets and compiles Spark's
     planner and generates the check's classes on its first check), and again after
     each real check until the JVM has run warmup_checks(). Abandoned -- its Spark
-    jobs cancelled -- the moment a real request arrives; what it compiled by then
+    jobs cancelled -- the moment a check request arrives; what it compiled by then
     stays compiled. ``done`` is called after each of its checks."""
 
     def __init__(self, master: str, count: int, done: Callable[[], None]) -> None:
@@ -245,8 +246,6 @@ class _WarmUp(threading.Thread):
         self._abandoned = threading.Event()
 
     def run(self) -> None:
-        if self.count <= 0:
-            return
         import tempfile
 
         from checker.api import check_runs
