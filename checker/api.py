@@ -43,7 +43,7 @@ from checker.output import write_check
 from checker.results import write_results
 from checker.rundir import RunDir, discover, read_rundir
 from checker.sends import send_ops
-from checker.spark import check_master, get_session, release, shuffle_partitions
+from checker.spark import check_master, get_session, one_check, shuffle_partitions
 from checker.sparse import sparse_rows, uneven_sources
 from checker.verdict import ERROR, EXIT_CODES, decide
 from contract import RUN_JSON, UNFINISHED
@@ -313,7 +313,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
     """The one Spark job over every readable run."""
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
-    try:
+    with one_check(spark, sum(rd.history_bytes for rd in runs.values())):
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
         if len(inputs.bad) == len(runs):
             return spark, _Job(bad=inputs.bad)
@@ -348,8 +348,6 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             found = _detect_all(ctx).collect()
         say("computing figures")
         figs = figures.run_figures(sparse, windows, sends, inputs.events, sc)
-    finally:
-        release(spark)
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)
     for r in found:

@@ -290,6 +290,12 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
         # generated code for the wide parse-and-validate stages has some: let it
         # (~3% at 10M operations).
         jvm = f"-Dlog4j2.configurationFile=file:{_log4j_file()} -XX:-DontCompileHugeMethods"
+        # The JIT compilers at the lowest CPU priority: a cold JVM's first check
+        # spends more CPU in C2 (~17 s) than in Spark, and on a small machine that
+        # time comes out of the check; niced, C2 compiles while the cores are idle
+        # (a user reading the report, the warm-up) -- a cold small check ~20 ->
+        # ~15 s, and no slower at 1M operations (bench/README.md).
+        jvm += " -XX:ThreadPriorityPolicy=1 -XX:CompilerThreadPriority=19"
         jvm += "".join(f" {flag}" for flag in cds_flags())
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not
@@ -383,6 +389,51 @@ def shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
         spark.conf.set(key, old)
 
 
+# A JVM's first check of a small batch runs Spark's expressions interpreted
+# instead of compiling ~280 generated classes with Janino and then JIT-compiling
+# them: on a cold JVM that is 4-8 s of a ~20 s first check (bench/README.md, time
+# to verdict). Later checks, and large batches, where evaluating rows dominates,
+# generate code (warm, a small check is ~0.5 s faster with it).
+INTERPRETED_CHECKS = 1
+INTERPRETED_MAX_BYTES = 4 << 20  # of history: a few thousand operations
+_INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
+                "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+_checks_done = 0  # completed checks in this process's driver JVM
+
+
+def interpreted_checks() -> int:
+    """INTERPRETED_CHECKS, or ISRLAB_SPARK_INTERPRETED_CHECKS (0: generate code from
+    the first check on)."""
+    try:
+        return max(0, int(os.environ.get("ISRLAB_SPARK_INTERPRETED_CHECKS")
+                          or INTERPRETED_CHECKS))
+    except ValueError:
+        return INTERPRETED_CHECKS
+
+
+@contextmanager
+def one_check(spark: SparkSession, history_bytes: int) -> Iterator[None]:
+    """Run one check's queries: interpreted while the driver JVM has completed fewer
+    than interpreted_checks() checks and the batch has at most
+    INTERPRETED_MAX_BYTES of history, with generated code otherwise; and drop
+    what the check cached (release) at its end."""
+    global _checks_done
+    cold = _checks_done < interpreted_checks() and history_bytes <= INTERPRETED_MAX_BYTES
+    old = {k: spark.conf.get(k, None) for k in _INTERPRETED} if cold else {}
+    for k in old:
+        spark.conf.set(k, _INTERPRETED[k])
+    try:
+        yield
+        _checks_done += 1
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+        release(spark)
+
+
 def release(spark: SparkSession) -> None:
     """Drop everything a check cached or checkpointed (the session stays up)."""
     spark.catalog.clearCache()
@@ -394,11 +445,12 @@ def shutdown(timeout: float = 120.0) -> None:
     """Stop the session and let the driver JVM this process launched exit by itself
     (not killed: a JVM writing a class-data archive does so on its way out), waiting
     up to ``timeout`` seconds for it."""
-    global _session, _session_master
+    global _session, _session_master, _checks_done
     with _lock:
         if _session is not None:
             _session.stop()
             _session, _session_master = None, None
+        _checks_done = 0  # the next check meets a new, cold JVM
         gateway = SparkContext._gateway
         proc = getattr(gateway, "proc", None)
         SparkContext._gateway = None

@@ -33,3 +33,77 @@ def test_default_session_keeps_four_shuffle_partitions() -> None:
         pytest.skip(f"session runs on {spark.sparkContext.master}")
     assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
     assert spark.sparkContext.defaultParallelism == 4
+
+
+def _codegen_seen(run) -> tuple[list[tuple[str, str]], list]:
+    """Check ``run`` and note the session's code-generation settings while its
+    anomaly queries run."""
+    from checker.api import check_runs
+
+    spark = get_session()
+    seen: list[tuple[str, str]] = []
+
+    def say(msg: str) -> None:
+        if msg.startswith("checking"):
+            seen.append((spark.conf.get("spark.sql.codegen.wholeStage"),
+                         spark.conf.get("spark.sql.codegen.factoryMode")))
+
+    results = check_runs([run], progress=say)
+    return seen, results
+
+
+@pytest.mark.spark
+def test_a_cold_jvm_checks_a_small_run_interpreted_then_generates_code(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from conftest_spark import kip101_loss
+
+    import checker.spark as cs
+
+    run = kip101_loss(tmp_path, "r", ["lost-write"], "kip101-hw-truncation-loss").write()
+    monkeypatch.delenv("ISRLAB_SPARK_INTERPRETED_CHECKS", raising=False)
+    monkeypatch.setattr(cs, "_checks_done", 0)  # as if this JVM had just started
+    spark = get_session()
+    before = (spark.conf.get("spark.sql.codegen.wholeStage"),
+              spark.conf.get("spark.sql.codegen.factoryMode"))
+    assert before != ("false", "NO_CODEGEN")
+    cold, first = _codegen_seen(run)
+    warm, second = _codegen_seen(run)
+    assert cold == [("false", "NO_CODEGEN")]
+    assert warm == [before]
+    # The session's own settings are back after the interpreted check.
+    assert (spark.conf.get("spark.sql.codegen.wholeStage"),
+            spark.conf.get("spark.sql.codegen.factoryMode")) == before
+    # Both ways find the same thing.
+    assert [r.verdict for r in first] == [r.verdict for r in second] == ["valid"]
+    assert first[0].anomalies == second[0].anomalies
+    assert [a["kind"] for a in first[0].anomalies] == ["lost-write"]
+
+    # A large batch generates code even on a cold JVM.
+    monkeypatch.setattr(cs, "_checks_done", 0)
+    monkeypatch.setattr(cs, "INTERPRETED_MAX_BYTES", 0)
+    big, _ = _codegen_seen(run)
+    assert big == [before]
+
+
+@pytest.mark.spark
+def test_the_driver_jvm_compiles_at_the_lowest_cpu_priority() -> None:
+    from pyspark import SparkContext
+
+    get_session()
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None or not os.path.isdir(f"/proc/{proc.pid}/task"):
+        pytest.skip("no driver JVM of this process's own, or no /proc")
+    nice: dict[str, int] = {}
+    for tid in os.listdir(f"/proc/{proc.pid}/task"):
+        try:
+            with open(f"/proc/{proc.pid}/task/{tid}/comm") as fh:
+                comm = fh.read().strip()
+            with open(f"/proc/{proc.pid}/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a thread that just ended
+        nice[comm if "CompilerThre" in comm else tid] = int(fields[16])  # stat's 19th
+    compilers = {c: n for c, n in nice.items() if "CompilerThre" in c}
+    assert any(c.startswith("C2") for c in compilers), nice
+    assert set(compilers.values()) == {19}
+    assert 0 in nice.values()  # the JVM's other threads keep their priority
