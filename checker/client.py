@@ -207,6 +207,45 @@ def _check_on_server(paths: list[Path], master: str, say: Callable[[str], None],
         raise ServerUnavailable(f"lost the checker server: {e}") from None
 
 
+def _append_on_server(results: list[Any], table: Path, master: str) -> None:
+    ensure_server(master)
+    req = {"op": "append-results", "table": str(Path(table).resolve()),
+           "results": [remote.result_to_wire(r) for r in results]}
+    try:
+        with _connect(None) as (rfile, wfile):
+            remote.send(wfile, req)
+            msg = remote.receive(rfile)
+    except (OSError, ValueError) as e:
+        raise ServerUnavailable(f"lost the checker server: {e}") from None
+    if msg is None:
+        raise ServerUnavailable("the checker server closed the connection")
+    if "error" in msg:
+        if msg["error"].get("type") == "ServerFailure":
+            raise ServerUnavailable(msg["error"]["message"])
+        raise remote.error_from_wire(msg["error"])
+
+
+def append_results(results: list[Any], table: Path, master: str | None = None,
+                   progress: Callable[[str], None] | None = None,
+                   use_server: bool | None = None) -> Path:
+    """checker.results.write_results of a batch's results as the caller finally
+    judged them (the scenario's figure assertions can turn a checker's valid into
+    invalid), through the warm server where it applies."""
+    say = progress or (lambda _m: None)
+    master = check_master(master)
+    say(f"appending results to {table}")
+    if server_wanted(use_server, master):
+        try:
+            _append_on_server(results, table, master)
+            return Path(table)
+        except ServerUnavailable as e:
+            say(f"checker server unavailable ({e}); writing in this process")
+    from checker.results import write_results
+    from checker.spark import get_session
+
+    return write_results(get_session(master), results, Path(table))
+
+
 def check(paths: list[Path], master: str | None = None,
           progress: Callable[[str], None] | None = None,
           results_table: Path | None = None, prune: bool | None = None,

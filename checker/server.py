@@ -12,6 +12,8 @@ replaces it. Requests and answers are JSON lines (checker.remote):
     {"op": "stop"}                         -> {"stopping": true}, then it exits
     {"op": "check", "paths": [...], ...}   -> {"progress": "..."} lines, then
                                               {"results": [...]} or {"error": {...}}
+    {"op": "append-results", "table": T,   -> {"table": T} or {"error": {...}}: the
+     "results": [...]}                        results, as judged, to the Parquet table
 
 A client that goes away mid-check (Ctrl-C) cancels the check's Spark jobs. On
 exit the server's JVM writes the class-data archive the next JVM starts from
@@ -156,11 +158,29 @@ class Server:
             elif op == "check":
                 before_check()
                 self._check(conn, wfile, req)
+            elif op == "append-results":
+                before_check()  # the warm-up's end of check would drop what Spark holds
+                self._append_results(wfile, req)
             else:
                 remote.send(wfile, {"error": {"type": "CheckerError",
                                               "message": f"unknown request {op!r}"}})
         except (OSError, ValueError) as e:
             print(f"checker server: a client's request failed: {e}", flush=True)
+
+    def _append_results(self, wfile: Any, req: dict[str, Any]) -> None:
+        from checker.results import write_results
+        from checker.spark import get_session
+
+        try:
+            results = [remote.result_from_wire(r) for r in req["results"]]
+            table = write_results(get_session(self.master), results, Path(req["table"]))
+            remote.send(wfile, {"table": str(table)})
+        except CheckerError as e:
+            remote.send(wfile, {"error": remote.error_to_wire(e)})
+        except Exception as e:  # noqa: BLE001 - the client falls back to writing itself
+            print(f"checker server: appending results failed: {e!r}", flush=True)
+            remote.send(wfile, {"error": {"type": "ServerFailure",
+                                          "message": " ".join(str(e).split())[:300]}})
 
     def _check(self, conn: socket.socket, wfile: Any, req: dict[str, Any]) -> None:
         from checker.api import check_runs

@@ -395,7 +395,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         check_master(args.master)  # before a crashed run is collected for nothing
         _collect_crashed_runs(run_dirs, progress)
         results = _interruptible(client.check, list(args.paths), master=args.master,
-                                 progress=progress.line, results_table=args.results,
+                                 progress=progress.line,
                                  use_server=cli_checker.use_server(args))
     except CheckerError as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
@@ -410,6 +410,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             (r.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
     _say_truncated(results)
     results = [judged(r) for r in results]
+    if args.results is not None:
+        try:
+            client.append_results(results, args.results, master=args.master,
+                                  progress=progress.line, use_server=cli_checker.use_server(args))
+        except CheckerError as e:
+            print(f"isrlab: {one_line(e)}", file=sys.stderr)
+            return e.exit_code
     checked = [r for r in results if r.error is None]
     reports = {}
     if not args.no_report:

@@ -201,12 +201,15 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
     Raises CheckerError (its exit status) or CheckInterrupted."""
     cli = _cli()
     out = cli._interruptible(client.check, run_dirs, master=master, progress=progress.line,
-                             results_table=results, use_server=use_server)
+                             use_server=use_server)
     for r in out:
         if r.error is not None:
             print(f"isrlab: {r.error}", file=sys.stderr)
     cli._say_truncated(out)
     out = [cli.judged(r) for r in out]
+    if results is not None:
+        client.append_results(out, results, master=master, progress=progress.line,
+                              use_server=use_server)
     progress.line(f"rendering {len(out)} report(s)")
     for r in out:
         if r.error is None:

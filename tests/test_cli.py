@@ -256,6 +256,25 @@ def test_check_batch_writes_index_junit_and_results(tmp_path: Path) -> None:
     assert (tmp_path / "results" / "runs").is_dir()
 
 
+@pytest.mark.spark
+def test_results_table_holds_the_verdict_after_the_figure_assertions(tmp_path: Path) -> None:
+    from conftest_spark import kip101_loss
+
+    from checker.spark import get_session
+
+    run = kip101_loss(tmp_path, "asserted", ["lost-write"], "kip101-hw-truncation-loss").write()
+    meta = json.loads((run / "run.json").read_text())
+    meta["assertions"] = [{"figure": "ops", "lt": 1, "line": 9}]  # it has ops: fails
+    (run / "run.json").write_text(json.dumps(meta))
+    table = tmp_path / "results"
+    r = isrlab("check", str(run), "--results", str(table), "--json", "--no-report")
+    assert r.returncode == 1, r.stderr
+    (out,) = json.loads(r.stdout.strip().splitlines()[-1])["runs"]
+    assert out["verdict"] == "invalid" and out["assertions_failed"]
+    rows = get_session().read.parquet(str(table / "runs")).collect()
+    assert [(x.run_id, x.verdict, x.exit_code) for x in rows] == [(out["run_id"], "invalid", 1)]
+
+
 def children(pid: int) -> list[int]:
     """The live processes whose parent is pid (the Spark driver JVM of an isrlab)."""
     found = []
