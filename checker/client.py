@@ -167,17 +167,25 @@ def ensure_server(master: str) -> dict[str, Any]:
 
 def prestart(master: str | None = None, use_server: bool | None = None) -> None:
     """Start the server in the background now (its JVM starts while a run's
-    cluster works), if checks go through it; never fails the caller."""
+    cluster works), if checks go through it, else this process's own Spark
+    session on a local master (the check's get_session waits for it, and starts
+    one itself if this failed); never fails the caller."""
     try:
         master = check_master(master)
     except CheckerError:
         return  # the check says so, later
-    if not server_wanted(use_server, master):
-        return
+    if server_wanted(use_server, master):
+        def start() -> None:
+            with contextlib.suppress(Exception):
+                ensure_server(master)
+    elif master.startswith("local"):
+        def start() -> None:
+            from checker.spark import get_session
 
-    def start() -> None:
-        with contextlib.suppress(Exception):
-            ensure_server(master)
+            with contextlib.suppress(Exception):
+                get_session(master)
+    else:
+        return  # a cluster's executors are not held while the run works
 
     threading.Thread(target=start, name="isrlab-checker-prestart", daemon=True).start()
 

@@ -253,8 +253,9 @@ def warmup_checks() -> int:
 class _WarmUp(threading.Thread):
     """Check a small made-up run ``count`` times: right after Spark starts, while the
     caller's cluster is still running (a cold JVM interprets and compiles Spark's
-    planner and generates the check's classes on its first check), and again after
-    each real check until the JVM has run warmup_checks(). Abandoned -- its Spark
+    planner on its first check), and again after each real check until the JVM has
+    run warmup_checks(); the first after the JVM's first check also generates the
+    check's classes (checker.spark.one_check). Abandoned -- its Spark
     jobs cancelled -- the moment a check request arrives; what it compiled by then
     stays compiled. ``done`` is called after each of its checks."""
 

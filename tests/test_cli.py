@@ -290,12 +290,13 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
+def read_until(proc: subprocess.Popen, text: str, timeout: float, seen_so_far: str = "") -> str:
     """What proc writes on stdout up to and including `text` (read from the file
-    descriptor itself: nothing stays in a Python buffer select cannot see)."""
+    descriptor itself: nothing stays in a Python buffer select cannot see), after
+    ``seen_so_far`` (what an earlier read_until returned, which may hold it)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
-    seen = b""
+    seen = seen_so_far.encode()
     deadline = time.monotonic() + timeout
     while text.encode() not in seen:
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
@@ -306,15 +307,25 @@ def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
     return seen.decode()
 
 
-def interrupt_once_spark_runs(proc: subprocess.Popen, sig: signal.Signals
-                              ) -> tuple[str, str, float]:
+def since_boot(pid: int | None = None) -> float:
+    """Seconds since boot: now, or when process ``pid`` started."""
+    if pid is None:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # stat's 22nd: starttime
+
+
+def interrupt_once_spark_runs(proc: subprocess.Popen, sig: signal.Signals, seen: str = ""
+                              ) -> tuple[str, str, float, float]:
     """Wait until proc's check has Spark up (its first progress line after Spark
-    started), send sig; returns stdout, stderr and seconds from the signal to exit.
-    Asserts the Spark JVM goes too."""
+    started), send sig; returns stdout (after ``seen``, what was read of it
+    before), stderr, seconds from the signal to exit, and when (since boot) the
+    JVM started. Asserts the Spark JVM goes too."""
     try:
-        before = read_until(proc, "reading 1 run(s)", 240)
+        before = read_until(proc, "reading 1 run(s)", 240, seen)
         jvm = children(proc.pid)
         assert jvm, "no Spark driver JVM under isrlab"
+        jvm_started = min(since_boot(p) for p in jvm)
         t0 = time.monotonic()
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
@@ -328,7 +339,7 @@ def interrupt_once_spark_runs(proc: subprocess.Popen, sig: signal.Signals
     while any(alive(p) for p in jvm):  # it exits once its stdin, isrlab's pipe, closes
         assert time.monotonic() < deadline, "the Spark JVM outlived isrlab"
         time.sleep(0.2)
-    return out, err, elapsed
+    return out, err, elapsed, jvm_started
 
 
 @pytest.mark.spark
@@ -350,7 +361,7 @@ def test_interrupt_during_check_is_one_line(tmp_path: Path) -> None:
                              "--no-server"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(), cwd=ROOT)
-    _, err, elapsed = interrupt_once_spark_runs(proc, signal.SIGINT)
+    _, err, elapsed, _ = interrupt_once_spark_runs(proc, signal.SIGINT)
     assert proc.returncode == 3, err
     assert err == "isrlab: interrupted\n", err
     assert "Traceback" not in err and "py4j" not in err.lower()
@@ -361,14 +372,18 @@ def test_interrupt_during_check_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_sigterm_during_reproduces_check_is_one_line(tmp_path: Path) -> None:
     """SIGTERM once the run is complete and being checked: one line, exit 3, the run
-    directory complete (`isrlab check` can check it), nothing left running."""
+    directory complete (`isrlab check` can check it), nothing left running. The
+    check's JVM (--no-server: isrlab's own) started while the cluster ran."""
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "reproduce",
          str(TESTS / "data" / "single-broker.yaml"), "--protocol", "latest",
          "--port", str(free_port()), "--runs-dir", str(runs), "--no-server"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
-    out, err, elapsed = interrupt_once_spark_runs(proc, signal.SIGTERM)
+    head = read_until(proc, "replicas collected", 240)
+    collected = since_boot()
+    out, err, elapsed, jvm_started = interrupt_once_spark_runs(proc, signal.SIGTERM, head)
+    assert jvm_started < collected, "the JVM started only after the run"
     assert proc.returncode == 3, (out, err)
     assert err == "isrlab: interrupted\n", err
     assert "Traceback" not in err and "py4j" not in err.lower()
