@@ -40,7 +40,6 @@ from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epoch
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
-from checker.results import write_results
 from checker.rundir import RunDir, discover, read_rundir
 from checker.sends import send_ops
 from checker.spark import check_master, get_session, one_check, shuffle_partitions
@@ -243,7 +242,6 @@ def check_runs(
     paths: list[Path],
     master: str | None = None,
     progress: Callable[[str], None] | None = None,
-    results_table: Path | None = None,
     prune: bool | None = None,
 ) -> list[RunResult]:
     """Check every run directory in ``paths`` (run dirs or trees of them).
@@ -254,8 +252,7 @@ def check_runs(
     ``error`` with that error (RunResult.error) and the others are checked;
     RunDirError is raised only for a path that holds no run at all, and
     SparkMasterError for a master that is malformed or does not answer (before
-    any run is read). With ``results_table``, the batch's results are also
-    appended to that Parquet table (checker.results). ``prune`` forces the digest
+    any run is read). ``prune`` forces the digest
     comparison of checker.scope on (True) or off (False); by default the size
     decides.
     """
@@ -291,9 +288,6 @@ def check_runs(
                                    job.figures.get(key, {}), spark.sparkContext.master,
                                    spark.version,
                                    int(spark.conf.get("spark.sql.shuffle.partitions"))))
-    if results_table is not None:
-        say(f"appending results to {results_table}")
-        write_results(spark or get_session(master), results, Path(results_table))
     return results
 
 

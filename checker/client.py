@@ -190,12 +190,11 @@ def prestart(master: str | None = None, use_server: bool | None = None) -> None:
     threading.Thread(target=start, name="isrlab-checker-prestart", daemon=True).start()
 
 
-def _check_on_server(paths: list[Path], master: str, say: Callable[[str], None],
-                     results_table: Path | None, prune: bool | None) -> list[Any]:
+def _on_server(master: str, req: dict[str, Any], say: Callable[[str], None]) -> dict[str, Any]:
+    """Send ``req`` to the server (started if need be), pass its progress lines to
+    ``say`` and return its answer; a checker error it reports is raised as such,
+    ServerUnavailable when the server itself fails or goes away."""
     ensure_server(master)
-    req = {"op": "check", "paths": [str(Path(p).resolve()) for p in paths],
-           "results_table": str(Path(results_table).resolve()) if results_table else None,
-           "prune": prune}
     try:
         with _connect(None) as (rfile, wfile):
             remote.send(wfile, req)
@@ -203,34 +202,16 @@ def _check_on_server(paths: list[Path], master: str, say: Callable[[str], None],
                 msg = remote.receive(rfile)
                 if msg is None:
                     raise ServerUnavailable("the checker server closed the connection")
-                if "progress" in msg:
-                    say(msg["progress"])
-                elif "results" in msg:
-                    return [remote.result_from_wire(r) for r in msg["results"]]
-                elif "error" in msg:
-                    if msg["error"].get("type") == "ServerFailure":
-                        raise ServerUnavailable(msg["error"]["message"])
-                    raise remote.error_from_wire(msg["error"])
+                if "progress" not in msg:
+                    break
+                say(msg["progress"])
     except (OSError, ValueError) as e:
         raise ServerUnavailable(f"lost the checker server: {e}") from None
-
-
-def _append_on_server(results: list[Any], table: Path, master: str) -> None:
-    ensure_server(master)
-    req = {"op": "append-results", "table": str(Path(table).resolve()),
-           "results": [remote.result_to_wire(r) for r in results]}
-    try:
-        with _connect(None) as (rfile, wfile):
-            remote.send(wfile, req)
-            msg = remote.receive(rfile)
-    except (OSError, ValueError) as e:
-        raise ServerUnavailable(f"lost the checker server: {e}") from None
-    if msg is None:
-        raise ServerUnavailable("the checker server closed the connection")
     if "error" in msg:
         if msg["error"].get("type") == "ServerFailure":
             raise ServerUnavailable(msg["error"]["message"])
         raise remote.error_from_wire(msg["error"])
+    return msg
 
 
 def append_results(results: list[Any], table: Path, master: str | None = None,
@@ -243,9 +224,10 @@ def append_results(results: list[Any], table: Path, master: str | None = None,
     master = check_master(master)
     say(f"appending results to {table}")
     if server_wanted(use_server, master):
+        req = {"op": "append-results", "table": str(Path(table).resolve()),
+               "results": [remote.result_to_wire(r) for r in results]}
         try:
-            _append_on_server(results, table, master)
-            return Path(table)
+            return Path(_on_server(master, req, say)["table"])
         except ServerUnavailable as e:
             say(f"checker server unavailable ({e}); writing in this process")
     from checker.results import write_results
@@ -255,18 +237,19 @@ def append_results(results: list[Any], table: Path, master: str | None = None,
 
 
 def check(paths: list[Path], master: str | None = None,
-          progress: Callable[[str], None] | None = None,
-          results_table: Path | None = None, prune: bool | None = None,
+          progress: Callable[[str], None] | None = None, prune: bool | None = None,
           use_server: bool | None = None) -> list[Any]:
     """checker.api.check_runs, through the warm server where it applies."""
     say = progress or (lambda _m: None)
     master = check_master(master)
     if server_wanted(use_server, master):
+        req = {"op": "check", "paths": [str(Path(p).resolve()) for p in paths],
+               "prune": prune}
         try:
-            return _check_on_server(paths, master, say, results_table, prune)
+            answer = _on_server(master, req, say)
+            return [remote.result_from_wire(r) for r in answer["results"]]
         except ServerUnavailable as e:
             say(f"checker server unavailable ({e}); checking in this process")
     from checker.api import check_runs
 
-    return check_runs(paths, master=master, progress=say, results_table=results_table,
-                      prune=prune)
+    return check_runs(paths, master=master, progress=say, prune=prune)

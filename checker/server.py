@@ -214,10 +214,8 @@ class Server:
         watcher.start()
         self.checks += 1
         try:
-            table = req.get("results_table")
             results = check_runs([Path(p) for p in req["paths"]], master=self.master,
-                                 progress=say, prune=req.get("prune"),
-                                 results_table=Path(table) if table else None)
+                                 progress=say, prune=req.get("prune"))
             remote.send(wfile, {"results": [remote.result_to_wire(r) for r in results]})
         except _ClientGone:
             print("checker server: client went away; check abandoned", flush=True)
