@@ -304,6 +304,15 @@ def descendants(pid: int) -> list[tuple[int, str]]:
     return out
 
 
+def without_checker_server(procs: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """`procs` less the warm checker server a run may start and its JVM: the server
+    outlives the run by design (until its idle timeout or `isrlab checker stop`),
+    so it is not a leftover of the run."""
+    servers = {p for p, _ in procs if "-m checker.server" in _cmdline(p)}
+    theirs = servers | {p for s in servers for p, _ in descendants(s)}
+    return [(p, s) for p, s in procs if p not in theirs]
+
+
 def session_members(sid: int) -> list[int]:
     """Live processes of session `sid` (a harness started as a session leader)."""
     out = []
@@ -417,7 +426,7 @@ def run_one(plan: Plan, runs_dir: Path, backend: str = "local", port: int | None
                 tracker.feed(strip_prefix(line))
             out.landed = tracker.landed.split(" ")[0]
             out.in_fault = tracker.landed.endswith("(fault window)")
-            out.started = descendants(proc.pid)
+            out.started = without_checker_server(descendants(proc.pid))
             out.networks = _docker_networks(tracker.run_id) if backend == "docker" else []
             os.kill(proc.pid, plan.sig)
             if plan.sig != signal.SIGKILL:

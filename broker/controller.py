@@ -62,12 +62,9 @@ class Controller:
 
     async def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         t = msg["type"]
-        now = _now()
         try:
             if t == "status":
-                return {"error": None, "node": "controller", "live": self.core.live,
-                        "blocked": sorted(self.net.peers),
-                        "partitions": [st.to_dict() for st in self.core.partitions.values()]}
+                return {**self.core.status(), "blocked": sorted(self.net.peers)}
             if t == "events":
                 return self.events.since(int(msg.get("since", 0)))
             if t == "net-block":
@@ -76,36 +73,9 @@ class Controller:
             if t == "net-delay":
                 self.events.add("net-delay", rules=msg["rules"])
                 return self.net.set_delays(msg["rules"])
-            if t == "register":
-                try:
-                    err, epoch = self.core.register(
-                        msg["id"], msg["incarnation"], msg["addr"], now,
-                        int(msg.get("previous_broker_epoch", -1)))
-                except KeyError:
-                    return {"error": "INVALID_REQUEST", "message": f"unknown broker {msg['id']}"}
-                if err:
-                    return {"error": err}
-                return {**self._metadata(msg["id"]), "broker_epoch": epoch}
-            if t == "heartbeat":
-                if not self.core.heartbeat(msg["id"], msg["incarnation"], now):
-                    return {"error": "UNKNOWN_BROKER"}
-                return self._metadata(msg["id"])
-            if t == "alter-partition":
-                err, state = self.core.alter_partition(
-                    msg["topic"], msg["partition"], msg["id"], msg["leader_epoch"],
-                    msg["partition_epoch"], msg["isr"], msg.get("broker_epochs"))
-                return {"error": err, "state": state}
-            if t == "shutdown":
-                self.core.shutdown(msg["id"], msg.get("incarnation"))
-                return {"error": None}
-            return {"error": "INVALID_REQUEST", "message": f"unknown request type {t!r}"}
+            return self.core.handle(msg, _now())
         finally:
             self._after()
-
-    def _metadata(self, broker: str) -> dict[str, Any]:
-        return {"error": None, "live": self.core.live,
-                "brokers": {b: s.addr for b, s in self.core.sessions.items() if s.addr},
-                "partitions": [st.to_dict() for st in self.core.partitions.values()]}
 
     async def ticker(self) -> None:
         while True:

@@ -18,7 +18,7 @@ trunk (4.0 line).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .protocol import PROTOCOLS, Features
@@ -40,7 +40,13 @@ class PartitionState:
     last_known_elr: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # By hand, not dataclasses.asdict (a deep copy): every heartbeat answer
+        # carries every partition's state.
+        return {"topic": self.topic, "partition": self.partition,
+                "replicas": list(self.replicas), "leader": self.leader,
+                "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                "partition_epoch": self.partition_epoch, "elr": list(self.elr),
+                "last_known_elr": list(self.last_known_elr)}
 
 
 @dataclass
@@ -83,6 +89,45 @@ class ControllerCore:
             for b in {r for st in self.partitions.values() for r in st.replicas}:
                 self.sessions[b] = Session(None, None, now, self.broker_epochs.get(b, -1))
         self.dirty = False
+
+    # -- requests (both shells: the controller process and the simulator) -----------
+
+    def handle(self, msg: dict[str, Any], now: float) -> dict[str, Any]:
+        """Answer a broker's register, heartbeat, alter-partition or shutdown."""
+        t = msg["type"]
+        if t == "register":
+            try:
+                err, epoch = self.register(msg["id"], msg["incarnation"], msg["addr"], now,
+                                           int(msg.get("previous_broker_epoch", -1)))
+            except KeyError:
+                return {"error": "INVALID_REQUEST", "message": f"unknown broker {msg['id']}"}
+            if err:
+                return {"error": err}
+            return {**self.metadata(), "broker_epoch": epoch}
+        if t == "heartbeat":
+            if not self.heartbeat(msg["id"], msg["incarnation"], now):
+                return {"error": "UNKNOWN_BROKER"}
+            return self.metadata()
+        if t == "alter-partition":
+            err, state = self.alter_partition(
+                msg["topic"], msg["partition"], msg["id"], msg["leader_epoch"],
+                msg["partition_epoch"], msg["isr"], msg.get("broker_epochs"))
+            return {"error": err, "state": state}
+        if t == "shutdown":
+            self.shutdown(msg["id"], msg.get("incarnation"))
+            return {"error": None}
+        return {"error": "INVALID_REQUEST", "message": f"unknown request type {t!r}"}
+
+    def metadata(self) -> dict[str, Any]:
+        """What a registration or heartbeat answer carries: live brokers and every
+        partition's state."""
+        return {"error": None, "live": self.live,
+                "brokers": {b: s.addr for b, s in self.sessions.items() if s.addr},
+                "partitions": [st.to_dict() for st in self.partitions.values()]}
+
+    def status(self) -> dict[str, Any]:
+        return {"error": None, "node": "controller", "live": self.live,
+                "partitions": [st.to_dict() for st in self.partitions.values()]}
 
     # -- state ---------------------------------------------------------------------
 
@@ -167,6 +212,14 @@ class ControllerCore:
         for broker, s in list(self.sessions.items()):
             if now - s.last_heartbeat_ms > self.session_timeout_ms:
                 self._broker_dead(broker, "session-timeout")
+
+    def next_deadline(self) -> float:
+        """The earliest time (ms) a session can time out: when `tick` has work."""
+        if not self.sessions:
+            return float("inf")
+        # tick's test is strict (now - last > timeout): due one ms after.
+        return min(s.last_heartbeat_ms for s in self.sessions.values()) \
+            + self.session_timeout_ms + 1
 
     def _broker_dead(self, broker: str, reason: str) -> None:
         del self.sessions[broker]

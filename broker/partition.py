@@ -412,6 +412,15 @@ class Partition:
         self._isr_check_slot = slot
         return True
 
+    def next_tick_at(self) -> float:
+        """When `tick` may have work next: the start of the next ISR check slot
+        (infinity while not leader)."""
+        if self.role != "leader":
+            return float("inf")
+        if self._isr_check_slot is None:
+            return 0.0
+        return (self._isr_check_slot + 1) * max(self.lag_time_max_ms / 2, 1)
+
     def tick(self, now: float) -> list[Effect]:
         """Time passes: on the ISR check's period, shrink the ISR of followers
         that fell behind."""

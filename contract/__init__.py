@@ -13,7 +13,7 @@ __all__ = [
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
     "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
     "REPORT_HTML", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE", "SUMMARY_JSON",
-    "UNFINISHED",
+    "TRACE", "UNFINISHED",
 ]
 
 FORMAT_VERSION = 1
@@ -64,6 +64,7 @@ ROLES = ("leader", "follower", "none")
 RUN_JSON = "run.json"
 HISTORY = "history.jsonl"
 EVENTS = "events.jsonl"
+TRACE = "trace.jsonl"  # sim runs: the fetch-round trace (harness.trace)
 LOGS = "logs"
 REPLICAS = "replicas"
 LOG = "log.jsonl"  # replicas/<broker>/log.jsonl

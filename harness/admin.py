@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.wire import Connection, WireError
+from broker.wire import WireError
 from harness.errors import RunIncomplete
+from workloads.runtime import REAL, Runtime
 
 
-def request(addr: str, msg: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]:
+def request(addr: str, msg: dict[str, Any], timeout: float = 2.0,
+            rt: Runtime = REAL) -> dict[str, Any]:
     """One request on a fresh connection; raises WireError if there was no answer."""
-    with Connection(addr, timeout=timeout) as conn:
-        return conn.request(msg, timeout=timeout)
+    return rt.request(addr, msg, timeout)
 
 
 def try_status(addr: str, timeout: float = 1.0) -> dict[str, Any] | None:
@@ -22,10 +23,11 @@ def try_status(addr: str, timeout: float = 1.0) -> dict[str, Any] | None:
     return reply if reply.get("error") is None else None
 
 
-def command(node: str, addr: str, op: str, timeout: float = 10.0, **fields: Any) -> dict:
+def command(node: str, addr: str, op: str, timeout: float = 10.0, rt: Runtime = REAL,
+            **fields: Any) -> dict:
     """An admin command that must succeed for the run to go on (flush, checkpoint-hw)."""
     try:
-        reply = request(addr, {"type": op, **fields}, timeout)
+        reply = request(addr, {"type": op, **fields}, timeout, rt)
     except WireError as e:
         raise RunIncomplete(f"{op} on {node} got no answer: {e}") from e
     if reply.get("error") is not None:

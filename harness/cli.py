@@ -31,7 +31,16 @@ from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER, check_master
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
-from harness import assertions, cli_chaos, cli_checker, cli_matrix, cli_ssh, reaper
+from harness import (
+    assertions,
+    cli_chaos,
+    cli_checker,
+    cli_matrix,
+    cli_ssh,
+    cli_swarm,
+    cli_trace,
+    reaper,
+)
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
 from harness.collect import collect_crashed, owner_gone
@@ -129,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_matrix.register(sub)  # matrix, reproduce --variant/--all-variants
     cli_checker.register(sub)  # checker status|start|stop
     cli_ssh.register(sub)  # ssh hosts up|down, ssh clean, ssh check
+    cli_swarm.register(sub)  # swarm
+    cli_trace.register(sub)  # trace
     for parser in (r, c):
         cli_checker.add_no_server_flag(parser)
     return p
@@ -155,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     try:
-        for module in (cli_matrix, cli_chaos, cli_checker, cli_ssh):
+        for module in (cli_matrix, cli_chaos, cli_checker, cli_ssh, cli_swarm, cli_trace):
             done = module.dispatch(args)
             if done is not None:
                 return done

@@ -30,7 +30,7 @@ from harness.owner import Liveness, Owner
 from harness.rundir import CRASHED, RUNNING, RunDirWriter, read_meta, utc_at, utc_now, write_jsonl
 
 
-def _hosted(topics: list[dict[str, Any]], node: str) -> list[tuple[str, int]]:
+def hosted_partitions(topics: list[dict[str, Any]], node: str) -> list[tuple[str, int]]:
     return [
         (t["name"], p)
         for t in topics
@@ -56,7 +56,8 @@ def collect_replicas(backend: Backend, run: RunDirWriter) -> dict[str, str]:
                                    "source": "status"})
                 how[node] = "status"
                 continue
-        _write_offline(out, node, backend.data_dir(node), _hosted(backend.spec.topics, node))
+        _write_offline(out, node, backend.data_dir(node),
+                       hosted_partitions(backend.spec.topics, node))
         how[node] = "data-dir"
     return how
 
@@ -80,30 +81,34 @@ def _dump_logs(backend: Backend, node: str, status: dict[str, Any]) -> list[dict
                         timeout=10.0)
         if reply.get("error") is not None:
             raise WireError(f"dump-log on {node}: {reply['error']}")
-        rows.extend(
-            {"topic": p["topic"], "partition": p["partition"], "offset": r[0], "epoch": r[1],
-             "value": r[2]}
-            for r in reply.get("records", [])
-        )
+        rows.extend(log_rows(p["topic"], p["partition"], reply.get("records", [])))
     return rows
 
 
 def _from_data_dir(data_dir: Path | None, hosted: list[tuple[str, int]]
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A stopped broker's replicas as its next start would find them. Roles are
-    "none" (not serving); hw is the checkpointed HW, the one it would restart with."""
-    rows: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
+    """A stopped broker's replicas as its next start would find them."""
     offline = {}
     if data_dir is not None and data_dir.is_dir():
         from broker.storage import read_offline  # the broker owns its file format
 
         offline = {(p["topic"], p["partition"]): p for p in read_offline(data_dir)["partitions"]}
+    return offline_replicas(offline, hosted)
+
+
+def offline_replicas(offline: dict[tuple[str, int], dict[str, Any]],
+                     hosted: list[tuple[str, int]]
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """log.jsonl rows and state.json partitions of a broker that is not serving,
+    from what its files hold per partition (records, hw_checkpoint, epoch_cache).
+    Roles are "none" (not serving); hw is the checkpointed HW, the one it would
+    restart with."""
+    rows: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     for topic, partition in hosted:
         p = offline.get((topic, partition), {})
         records = p.get("records", [])
-        rows.extend({"topic": topic, "partition": partition, "offset": r[0], "epoch": r[1],
-                     "value": r[2]} for r in records)
+        rows.extend(log_rows(topic, partition, records))
         parts.append({
             "topic": topic, "partition": partition, "role": "none", "leader": None,
             "leo": p.get("leo", len(records)), "hw": p.get("hw_checkpoint", 0),
@@ -111,6 +116,20 @@ def _from_data_dir(data_dir: Path | None, hosted: list[tuple[str, int]]
             "offline": True,
         })
     return rows, parts
+
+
+def log_rows(topic: str, partition: int, records: list) -> list[dict[str, Any]]:
+    """log.jsonl rows of one replica's records ([offset, epoch, value] each)."""
+    return [{"topic": topic, "partition": partition, "offset": r[0], "epoch": r[1],
+             "value": r[2]} for r in records]
+
+
+def write_replica(run: RunDirWriter, node: str, rows: list[dict[str, Any]],
+                  state: dict[str, Any]) -> None:
+    """replicas/<node>/log.jsonl and state.json."""
+    out = run.replica_dir(node)
+    write_jsonl(out / LOG, rows)
+    _write_state(out, state)
 
 
 def _write_state(out: Path, state: dict[str, Any]) -> None:
@@ -173,7 +192,7 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
     brokers = cluster.get("brokers") if isinstance(cluster, dict) else None
     topics = cluster.get("topics") if isinstance(cluster, dict) else None
     try:
-        hosted = {str(b): _hosted(topics, b) for b in brokers}  # type: ignore[union-attr]
+        hosted = {str(b): hosted_partitions(topics, b) for b in brokers}  # type: ignore[union-attr]
     except (TypeError, KeyError, AttributeError):
         raise UsageError(f"{run_dir}/run.json: no cluster (brokers, topics with replica "
                          "lists) recorded; cannot tell which replicas to collect") from None

@@ -7,7 +7,6 @@ scenario needs (exit 3), and the error says what was last seen.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,6 +15,7 @@ from harness.admin import partition_status
 from harness.backends.base import Backend
 from harness.errors import RunIncomplete
 from harness.events import EventsCollector
+from workloads.runtime import REAL, Runtime
 
 T = TypeVar("T")
 
@@ -31,18 +31,19 @@ def wait_for(
     what: str = "condition",
     interval: float = 0.02,
     last_seen: Callable[[], Any] | None = None,
+    rt: Runtime = REAL,
 ) -> T:
     """Call `predicate` until it returns something truthy and return that.
     Raises WaitTimeout after `timeout` seconds, naming `what` and `last_seen()`."""
-    deadline = time.monotonic() + timeout
+    deadline = rt.monotonic() + timeout
     while True:
         result = predicate()
         if result:
             return result
-        if time.monotonic() >= deadline:
+        if rt.monotonic() >= deadline:
             seen = f"; last seen: {last_seen()}" if last_seen is not None else ""
             raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what}{seen}")
-        time.sleep(interval)
+        rt.sleep(interval)
 
 
 class Observer:

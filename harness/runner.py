@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import reaper
-from harness.backends import make_backend
+from harness.backends import backend_class, make_backend
 from harness.backends.base import CONTROLLER, Backend
-from harness.clock import RunClock
-from harness.collect import collect_replicas
 from harness.errors import HarnessError, Interrupted, RunIncomplete
-from harness.events import EventsCollector
 from harness.observe import Observer, wait_for
 from harness.owner import Owner
 from harness.progress import Progress, StatusTicker
@@ -73,7 +70,10 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
     run_id = new_run_id(scenario.run_name, opts.protocol)
     spec = scenario.cluster_spec(opts.protocol)
-    backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **opts.backend_options)
+    options = dict(opts.backend_options)
+    if backend_class(opts.backend).deterministic:
+        options["seed"] = seed
+    backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **options)
     steps = scenario.steps_for(opts.protocol)
     backend.expect({s.kind for s in steps})
     # A taken address is a configuration error: fail before anything exists.
@@ -82,11 +82,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # run.json, or one marked running by a harness that exited: held until then.
     reaper.hold()
     run = RunDirWriter(opts.runs_dir, run_id)
-    clock = RunClock()
+    clock = backend.run_clock()
     # The history and events files exist before run.json says "running": a harness
     # killed right after writing it leaves a (empty) prefix the checker can read.
     history = History(run.history, clock)
-    collector = EventsCollector(backend, clock, run.events)
+    collector = backend.events_collector(clock, run.events)
     meta = dict(
         scenario=scenario.name,
         scenario_file=str(scenario.path),
@@ -127,7 +127,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     labels: dict[str, list[int]] = {}
     background: ContinuousWorkload | None = None
     ticker: StatusTicker | None = None
-    observer = Observer(backend, collector)
+    observer = backend.observer(collector)
     ctx: StepContext | None = None
     try:
         reaper.release()
@@ -138,7 +138,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         _wait_cluster_ready(backend, observer)
         progress.line(f"cluster up: {', '.join(f'{n}@{backend.address(n)}' for n in spec.brokers)}")
         client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
-                                        if backend.is_reachable(n)})
+                                        if backend.is_reachable(n)}, rt=backend.rt)
         w = scenario.workload
         values = Values()
         if w["consumers"] or w["producers"]:
@@ -159,7 +159,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                               retry_ms=w["retry_ms"]),
             consumer=Consumer(client, history, 1, w["topic"], w["partition"]),
             values=values, progress=progress, labels=labels, background=background,
-            client=client, workload=w, seed=seed,
+            client=client, workload=w, seed=seed, rt=backend.rt,
         )
         runner = StepRunner(ctx, str(scenario.path))
         for step in steps:
@@ -189,7 +189,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         # Replicas are collected even from a failed run: its prefix is still
         # worth checking and reading.
         try:
-            how = collect_replicas(backend, run)
+            how = backend.collect_replicas(run)
             progress.line("replicas collected: " + ", ".join(f"{n} ({h})"
                                                                for n, h in how.items()))
         except Exception as e:  # noqa: BLE001 - must not stop the teardown below
@@ -242,6 +242,6 @@ def _wait_cluster_ready(backend: Backend, obs: Observer) -> None:
 
     try:
         wait_for(ready, STARTUP_TIMEOUT, what="the cluster to come up",
-                 last_seen=lambda: last)
+                 last_seen=lambda: last, rt=backend.rt)
     except RunIncomplete as e:
         raise RunIncomplete(f"cluster did not come up: {e}") from e

@@ -9,8 +9,6 @@ while still seeing an event that happened before the wait began.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +27,7 @@ from workloads.continuous import ContinuousWorkload
 from workloads.generator import Gen, cycle, once, phases, sleep
 from workloads.history import History
 from workloads.producer import Producer, Values
+from workloads.runtime import REAL, Flag, Runtime, Task
 
 _COMPARE = {
     "eq": lambda a, b: a == b,
@@ -61,29 +60,34 @@ class StepContext:
     # The continuous background workload (workload `producers`/`consumers`): it
     # stops before the final read, so the read sees every send completed.
     background: ContinuousWorkload | None = None
-    steps_started: float | None = None  # time.monotonic() when the first step began
+    steps_started: float | None = None  # rt.monotonic() when the first step began
     # For `load` steps: the cluster client, the workload's settings, the run's seed.
     client: ClusterClient | None = None
     workload: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     load: ContinuousWorkload | None = None  # the producers a `load` step started
-    # Timed faults' scheduled undos (pause for: a resume), not yet done.
-    timers: list[threading.Timer] = field(default_factory=list)
-    # One nemesis op at a time: a timer's resume may fire while a step's fault runs,
-    # and the nemesis process has one op in flight (Jepsen's model).
-    nemesis_lock: threading.RLock = field(default_factory=threading.RLock)
+    # Timed faults' scheduled undos (pause for: a resume), not yet done, each with
+    # the flag that cancels it.
+    timers: list[tuple[Task, Flag]] = field(default_factory=list)
+    # Clock, connections and concurrency (the sim backend's virtual ones, or real).
+    rt: Runtime = REAL
+
+    def __post_init__(self) -> None:
+        # One nemesis op at a time: a timer's resume may fire while a step's fault
+        # runs, and the nemesis process has one op in flight (Jepsen's model).
+        self.nemesis_lock = self.rt.lock()
 
     def settle_timers(self) -> None:
         """Let every scheduled undo happen (before a final read or recover)."""
-        for t in list(self.timers):
+        for t, _ in list(self.timers):
             t.join()
         self.timers.clear()
 
     def close(self) -> None:
         """A run ending (also by an error): no undo fires after this, load stops."""
-        for t in self.timers:
-            t.cancel()
-        for t in self.timers:
+        for _, cancel in self.timers:
+            cancel.set()
+        for t, _ in self.timers:
             t.join()
         self.timers.clear()
         if self.load is not None:
@@ -114,7 +118,7 @@ class StepRunner:
         if step.kind != "wait":
             ctx.action_started = started
         if ctx.steps_started is None:
-            ctx.steps_started = time.monotonic()
+            ctx.steps_started = ctx.rt.monotonic()
         if step.kind != "sleep":  # a schedule's sleeps would drown its faults
             where = f" (line {step.line})" if step.line else ""
             ctx.progress.line(f"step {step.index}{where}: {step.describe()}")
@@ -177,8 +181,11 @@ class StepRunner:
         """`pause: {node: C, for: 100ms}`: the resume runs on a timer thread, so it
         comes when due whatever the following steps do meanwhile."""
         ctx, undo = self.ctx, TIMED_FAULTS[kind]
+        cancel = ctx.rt.flag()
 
         def fire() -> None:
+            if cancel.wait(seconds):
+                return  # the run ended first
             with ctx.nemesis_lock:
                 try:
                     ctx.nemesis.invoke(undo, nodes)
@@ -187,11 +194,7 @@ class StepRunner:
                 except Exception as e:  # noqa: BLE001 - said; the final read resumes it
                     ctx.progress.line(f"  timed {undo} {', '.join(nodes)} failed: {e}")
 
-        t = threading.Timer(seconds, fire)
-        t.daemon = True
-        t.name = f"timed-{undo}"
-        ctx.timers.append(t)
-        t.start()
+        ctx.timers.append((ctx.rt.spawn(fire, f"timed-{undo}"), cancel))
 
     def _load(self, step: Step) -> None:
         """Start background producers (replacing any a previous `load` started), or
@@ -220,11 +223,11 @@ class StepRunner:
         a, ctx = step.args, self.ctx
         if "until" in a:
             assert ctx.steps_started is not None
-            delay = ctx.steps_started + a["until"] - time.monotonic()
+            delay = ctx.steps_started + a["until"] - ctx.rt.monotonic()
         else:
             delay = a["seconds"]
         if delay > 0:
-            time.sleep(delay)  # on the main thread: Ctrl-C interrupts it
+            ctx.rt.sleep(delay)  # on the main thread: Ctrl-C interrupts it
 
     # -- workload ----------------------------------------------------------
 
@@ -252,7 +255,8 @@ class StepRunner:
         for node in step.args["nodes"]:
             if not self.ctx.backend.is_reachable(node):
                 raise RunIncomplete(f"{node} is not running")
-            admin.command(node, self.ctx.backend.address(node), step.args["op"])
+            admin.command(node, self.ctx.backend.address(node), step.args["op"],
+                          rt=self.ctx.rt)
 
     # -- waits -------------------------------------------------------------
 
@@ -266,6 +270,7 @@ class StepRunner:
                 a["timeout"],
                 what=f"event {a['event']} on {a['node']} with {a['conditions']}",
                 last_seen=lambda: self._recent_events(a["node"], since),
+                rt=self.ctx.rt,
             )
             self.ctx.progress.line(f"  seen {a['event']} at {ev[0].get('time', 0) / 1e9:.3f}s")
             return
@@ -275,6 +280,7 @@ class StepRunner:
             a["timeout"],
             what=f"{a['node']} {a['conditions']}",
             last_seen=lambda: last.get("seen"),
+            rt=self.ctx.rt,
         )
 
     def _status_holds(self, a: dict[str, Any], last: dict[str, Any]) -> bool:
@@ -326,7 +332,8 @@ class StepRunner:
                 leader, addr = self._await_converged(topic["name"], partition, replicas,
                                                      step.args["timeout"])
                 try:
-                    op = final_read(ctx.history, leader, addr, topic["name"], partition)
+                    op = final_read(ctx.history, leader, addr, topic["name"], partition,
+                                    rt=ctx.rt)
                 except FinalReadError as e:
                     raise RunIncomplete(str(e)) from e
                 ctx.progress.line(f"  final read {topic['name']}/{partition} from {leader}: "
@@ -341,6 +348,7 @@ class StepRunner:
             what=f"{topic}/{partition} to converge (every replica at the leader's LEO, "
                  f"leader HW = LEO)",
             last_seen=lambda: last.get("seen"),
+            rt=self.ctx.rt,
         )
 
     def _converged(self, topic: str, partition: int, replicas: list[str],

@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from contract import CHECK, REPORT_HTML
+from contract import CHECK, REPORT_HTML, TRACE
 from reports import charts, grid, story
 from reports.rundata import RunData, load
 from reports.units import figure_row, fmt_time
@@ -210,6 +210,25 @@ def _timeline(facts: story.Facts, st: story.Story) -> tuple[list[dict[str, Any]]
     return rows, total
 
 
+MAX_TRACE_ROWS = 300
+
+
+def _trace(run_dir: Path) -> dict[str, Any] | None:
+    """A sim run's fetch-round trace (trace.jsonl): its first MAX_TRACE_ROWS rows."""
+    path = run_dir / TRACE
+    if not path.is_file():
+        return None
+    rows, total = [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            total += 1
+            if len(rows) < MAX_TRACE_ROWS:
+                r = json.loads(line)
+                r["t"] = fmt_time(r["time"])
+                rows.append(r)
+    return {"rows": rows, "total": total}
+
+
 def _figures(s: dict[str, Any]) -> list[tuple[str, str]]:
     return [figure_row(k, v) for k, v in (s.get("figures") or {}).items()
             if k != "availability"]
@@ -255,6 +274,8 @@ def render_run(run_dir: Path) -> Path:
             grids=grid.build(data, facts),
             timeline=timeline,
             timeline_total=timeline_total,
+            trace=_trace(data.path),
+            brokers=(data.meta.get("cluster") or {}).get("brokers") or [],
             max_lines=story.MAX_LINES,
             checked_at=s.get("checked_at"),
             spark_version=(s.get("checker") or {}).get("spark"),

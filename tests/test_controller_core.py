@@ -151,3 +151,16 @@ def test_elr_last_known_leader_leads_when_isr_and_elr_are_empty():
     assert (st.leader, st.isr, st.elr, st.last_known_elr) == (None, [], ["A"], ["A"])
     c.register("A", "A2", "A:1", 5001, -1)                         # unclean restart
     assert st.elr == [] and (st.leader, st.isr) == ("A", ["A"])
+
+
+def test_partition_state_to_dict_names_every_field():
+    """to_dict is written out by hand (heartbeat answers carry it): it must not
+    drop a field added later."""
+    from dataclasses import fields
+
+    from broker.controller_core import PartitionState
+
+    st = PartitionState("t", 0, ["A", "B"], leader="A", isr=["A"], elr=["B"])
+    d = st.to_dict()
+    assert list(d) == [f.name for f in fields(PartitionState)]
+    assert PartitionState(**d) == st

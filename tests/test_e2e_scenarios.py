@@ -2,7 +2,10 @@
 protocol version give exactly the anomalies SCENARIOS.md lists and pass their
 figure assertions -- every release on the local backend (processes), the oldest
 and the newest on the docker backend (containers) -- and a leader cut off by a
-network partition loses nothing acknowledged, on both backends.
+network partition loses nothing acknowledged, on both backends. The sim backend
+(the same cores in one process, virtual time) runs every row under every version
+too, with the same verdicts, and the scripted scenarios leave the same replica
+logs on sim as on local.
 
 All runs go first (a few seconds each), then ONE Spark job checks them together,
 as a nightly batch would; then `isrlab reproduce` itself is run for the
@@ -93,6 +96,14 @@ EXPECTED.update({row: dict.fromkeys(PROTOCOLS, kinds) for row, kinds in CATALOGU
 CATALOGUE_CASES = [(b, row, p) for b in BACKENDS for row in CATALOGUE
                    for p in (LOCAL_PROTOCOLS if b == "local" else DOCKER_PROTOCOLS)]
 CASES += CATALOGUE_CASES
+# Every row under every version (alias included) in the simulator: milliseconds each.
+SIM_CASES = [("sim", row, p) for row in EXPECTED for p in PROTOCOLS]
+CASES += SIM_CASES
+# Rows whose steps alone decide what is written (no rate-driven load): the replica
+# logs must be the same on sim as on local, record for record.
+SCRIPTED = [*SCENARIOS, *NEW_SCENARIOS, "unclean-election-loss-unclean-off",
+            "unclean-election-loss-unclean-on", "min-isr-prevents-loss",
+            "acks1-failover-loss-acks-1", "acks1-failover-loss-acks-all"]
 ISOLATED = TESTS / "data" / "leader-isolated.yaml"
 ISOLATED_PROTOCOLS = ["0.10", "latest"]
 
@@ -127,6 +138,10 @@ def _options(backend: str) -> dict:
     return {"port": port}
 
 
+def _sim_options() -> dict:
+    return {}
+
+
 # Local runs go PARALLEL at a time (each mostly waits on its brokers' timers, so
 # they do not slow each other down; CI time), Docker runs one at a time beside them.
 PARALLEL = 3
@@ -149,7 +164,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
                 return run_scenario(
                     _load_row(name),
                     RunOptions(protocol=protocol, backend=backend, runs_dir=runs_dir / backend,
-                               seed=1, backend_options=_options(backend)),
+                               seed=1, backend_options=(_sim_options() if backend == "sim"
+                                                        else _options(backend))),
                     Progress(quiet=True))
             except UsageError as e:
                 # A port found free, then taken by another process before the run
@@ -164,6 +180,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for case in cases:
             if case[0] == "docker":
                 records[case] = run(case) if docker is not None else docker_skip
+            elif case[0] == "sim":
+                records[case] = run(case)
         records.update({c: f.result() for c, f in local.items()})
     assert descendants(os.getpid()) == []
     if docker is not None:
@@ -226,6 +244,25 @@ def test_isolated_leader_acks_nothing_and_loses_nothing(checked: dict, backend: 
     assert len(acked) == 5 and acked <= {v for _, v in final["records"]}
     assert isolated[0]["value"] not in {v for _, v in final["records"]}
     assert result.anomalies == [] and result.verdict == "valid"
+
+
+def _replica_logs(run_dir: Path) -> dict[str, list[tuple]]:
+    return {d.name: [(r["topic"], r["partition"], r["offset"], r["epoch"], r["value"])
+                     for r in map(json.loads, (d / "log.jsonl").read_text().splitlines())]
+            for d in sorted((run_dir / "replicas").iterdir())}
+
+
+@pytest.mark.parametrize("protocol", LOCAL_PROTOCOLS)
+@pytest.mark.parametrize("name", SCRIPTED)
+def test_sim_agrees_with_local(checked: dict, name: str, protocol: str) -> None:
+    """One protocol, two shells: the same scenario leaves the same replica logs and
+    the same anomalies on processes and in the simulator."""
+    local, local_result = _case(checked, "local", name, protocol)
+    sim, sim_result = _case(checked, "sim", name, protocol)
+    assert _replica_logs(sim.run_dir) == _replica_logs(local.run_dir)
+    kinds = [sorted((a["kind"], a["witness"].get("value")) for a in r.anomalies)
+             for r in (local_result, sim_result)]
+    assert kinds[0] == kinds[1]
 
 
 @pytest.mark.parametrize(("protocol", "code"), [("0.10", 1), ("0.11", 0)])

@@ -125,12 +125,12 @@ def _reproduce_patched(patch: str, runs: Path) -> tuple[subprocess.CompletedProc
 
 
 _IN_COLLECT = """
-import harness.runner as runner
-_collect = runner.collect_replicas
+import harness.collect as collect
+_collect = collect.collect_replicas
 def collect_replicas(*a, **k):
     os.kill(os.getpid(), signal.{sig})
     return _collect(*a, **k)
-runner.collect_replicas = collect_replicas
+collect.collect_replicas = collect_replicas
 """
 _IN_TEARDOWN = """
 from harness.backends.local import LocalBackend

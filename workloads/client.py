@@ -1,4 +1,5 @@
-"""Finding partition leaders, and a connection that tells 'never sent' from 'lost'.
+"""Finding partition leaders (requests go through the client's runtime,
+workloads.runtime, which tells 'never sent' from 'lost').
 
 Clients ask any reachable broker for `metadata` (which may be stale) and retry
 while the answer is "not the leader". The distinction that matters for the
@@ -9,65 +10,17 @@ means it may have.
 
 from __future__ import annotations
 
-import socket
-import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.wire import Connection, WireError, encode, parse_addr
+from broker.wire import WireError
+from workloads.runtime import REAL, NotSent, Runtime
 
 # Reachable brokers right now: name -> address. Paused or stopped brokers are
 # left out so a client never blocks on a frozen process just to ask who leads.
 NodesFn = Callable[[], dict[str, str]]
 
-
-class NotSent(WireError):
-    """The connection could not be opened: the request never left the client."""
-
-
-class ClientConnection(Connection):
-    """`Connection` with an explicit connect step (see module doc)."""
-
-    def send(self, msg: dict[str, Any]) -> None:
-        """Write a request whose answer is not awaited."""
-        assert self._sock is not None
-        self._sock.sendall(encode(msg))
-
-    def connect(self) -> None:
-        if self._sock is not None:
-            return
-        host, port = parse_addr(self.addr)
-        try:
-            self._sock = socket.create_connection((host, port), timeout=self.timeout)
-            self._file = self._sock.makefile("rb")
-        except OSError as e:
-            self.close()
-            raise NotSent(f"{self.addr}: {type(e).__name__}: {e}") from e
-
-
-def one_request(addr: str, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """One request on a fresh connection. Raises NotSent if it could not connect,
-    WireError if the answer was lost."""
-    conn = ClientConnection(addr, timeout=min(timeout, 2.0))
-    try:
-        conn.connect()
-        return conn.request(msg, timeout=timeout)
-    finally:
-        conn.close()
-
-
-def send_only(addr: str, msg: dict[str, Any], timeout: float) -> None:
-    """One request that gets no answer (a produce with acks 0) on a fresh
-    connection: returns once it is written. Raises NotSent if it could not connect."""
-    conn = ClientConnection(addr, timeout=min(timeout, 2.0))
-    try:
-        conn.connect()
-        try:
-            conn.send(msg)
-        except OSError as e:
-            raise WireError(f"{addr}: {type(e).__name__}: {e}") from e
-    finally:
-        conn.close()
+__all__ = ["ClusterClient", "NodesFn", "NotSent"]
 
 
 class ClusterClient:
@@ -76,16 +29,18 @@ class ClusterClient:
     believes it leads -- cut off from the controller -- is not trusted over the
     broker the controller elected."""
 
-    def __init__(self, nodes: NodesFn, metadata_timeout: float = 1.0) -> None:
+    def __init__(self, nodes: NodesFn, metadata_timeout: float = 1.0,
+                 rt: Runtime = REAL) -> None:
         self.nodes = nodes
         self.metadata_timeout = metadata_timeout
+        self.rt = rt  # clock, connections and threads of everything using this client
 
     def metadata(self) -> list[dict[str, Any]]:
         """Every reachable broker's metadata answer (brokers that fail are skipped)."""
         answers = []
         for addr in self.nodes().values():
             try:
-                reply = one_request(addr, {"type": "metadata"}, self.metadata_timeout)
+                reply = self.rt.request(addr, {"type": "metadata"}, self.metadata_timeout)
             except WireError:
                 continue
             if reply.get("error") is None:
@@ -106,11 +61,12 @@ class ClusterClient:
         if leader is None or leader not in reachable:
             return None
         return leader, reachable[leader]
+
     def wait_leader(
         self, topic: str, partition: int, deadline: float, backoff: float = 0.05
     ) -> tuple[str, str] | None:
         while True:
             found = self.leader(topic, partition)
-            if found is not None or time.monotonic() >= deadline:
+            if found is not None or self.rt.monotonic() >= deadline:
                 return found
-            time.sleep(backoff)
+            self.rt.sleep(backoff)

@@ -8,18 +8,18 @@ as `fail` (Jepsen treats reads that way). Records go into the history as
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from broker.wire import WireError
 from contract import FINAL_PROCESS
-from workloads.client import ClusterClient, one_request
+from workloads.client import ClusterClient
 from workloads.history import FAIL, OK, History
+from workloads.runtime import REAL, Runtime, Task
 
 
-def fetch(addr: str, topic: str, partition: int, offset: int, max_records: int,
+def fetch(rt: Runtime, addr: str, topic: str, partition: int, offset: int, max_records: int,
           timeout: float = 5.0) -> dict[str, Any]:
-    return one_request(
+    return rt.request(
         addr,
         {"type": "fetch", "topic": topic, "partition": partition, "offset": offset,
          "max_records": max_records},
@@ -48,7 +48,8 @@ class Consumer:
             return self.history.complete(inv, FAIL, error="LEADER_NOT_AVAILABLE")
         node, addr = target
         try:
-            reply = fetch(addr, self.topic, self.partition, self.position, self.max_records)
+            reply = fetch(self.client.rt, addr, self.topic, self.partition, self.position,
+                          self.max_records)
         except WireError as e:
             return self.history.complete(inv, FAIL, error=f"{node}: {e}", node=node)
         if reply.get("error") is not None:
@@ -63,14 +64,18 @@ class Consumer:
                                      epoch=reply.get("leader_epoch"))
 
 
-class ConsumerThread(threading.Thread):
+class ConsumerThread:
     """Polls in the background until stopped (workload `consumers: N`)."""
 
     def __init__(self, consumer: Consumer, interval: float = 0.05) -> None:
-        super().__init__(name=f"consumer-{consumer.process}", daemon=True)
         self.consumer = consumer
         self.interval = interval
-        self._stop_event = threading.Event()
+        self._rt = consumer.client.rt
+        self._stop_event = self._rt.flag()
+        self._task: Task | None = None
+
+    def start(self) -> None:
+        self._task = self._rt.spawn(self.run, f"consumer-{self.consumer.process}")
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
@@ -78,7 +83,8 @@ class ConsumerThread(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
-        self.join(timeout=10)
+        if self._task is not None:
+            self._task.join(timeout=10)
 
 
 class FinalReadError(Exception):
@@ -86,7 +92,7 @@ class FinalReadError(Exception):
 
 
 def final_read(history: History, leader: str, addr: str, topic: str, partition: int,
-               *, page: int = 1000) -> dict[str, Any]:
+               *, page: int = 1000, rt: Runtime = REAL) -> dict[str, Any]:
     """Read every record below the leader's HW from offset 0, all pages, as one
     `poll` op of process "final". Raises FinalReadError (after recording `fail`)."""
     inv = history.invoke(FINAL_PROCESS, "poll", None, topic=topic, partition=partition, offset=0)
@@ -95,7 +101,7 @@ def final_read(history: History, leader: str, addr: str, topic: str, partition: 
     hw: int | None = None
     while True:
         try:
-            reply = fetch(addr, topic, partition, position, page)
+            reply = fetch(rt, addr, topic, partition, position, page)
         except WireError as e:
             history.complete(inv, FAIL, error=f"{leader}: {e}", node=leader)
             raise FinalReadError(f"final read of {topic}/{partition} from {leader}: {e}") from e

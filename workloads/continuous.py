@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ from workloads.consumer import Consumer, ConsumerThread
 from workloads.generator import Gen, Timed, cycle, once, phases, sleep_around
 from workloads.history import OK, History
 from workloads.producer import Producer, Values
+from workloads.runtime import Task
 
 # Process ids: a scenario's producer is 0, its consumer 1, background consumers
 # 2.. (harness.runner); background producers start here, clear of both.
@@ -85,8 +85,9 @@ class ContinuousWorkload:
         self.values = values
         self.history = history
         self.counts = Counts()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._lock = threading.Lock()  # never held across a blocking call
+        self._rt = client.rt
+        self._stop = self._rt.flag()
         # `stream`: another send schedule (a scenario's bursts); default `sends`.
         gen = stream if stream is not None else sends(partitions, rate)
         self._stream: Iterator[Timed] = gen(random.Random(seed), 0.0)
@@ -96,7 +97,7 @@ class ContinuousWorkload:
                      retry_ms=retry_ms)
             for i in range(producers)
         ]
-        self._threads: list[threading.Thread] = []
+        self._threads: list[Task] = []
         self._consumers = [
             ConsumerThread(Consumer(client, history, CONSUMER_BASE + i,
                                     *partitions[i % len(partitions)],
@@ -105,12 +106,10 @@ class ContinuousWorkload:
         ]
 
     def start(self) -> None:
-        self._t0 = time.monotonic()
+        self._t0 = self._rt.monotonic()
         for p in self._producers:
-            t = threading.Thread(target=self._produce, args=(p,), daemon=True,
-                                 name=f"producer-{p.process}")
-            self._threads.append(t)
-            t.start()
+            self._threads.append(self._rt.spawn(lambda p=p: self._produce(p),
+                                                f"producer-{p.process}"))
         for c in self._consumers:
             c.start()
 
@@ -148,7 +147,7 @@ class ContinuousWorkload:
                 return
             # Linger: the batch goes when its last op is due (at most `linger`
             # after its first); overdue ops go at once.
-            delay = self._t0 + items[-1].at - time.monotonic()
+            delay = self._t0 + items[-1].at - self._rt.monotonic()
             if delay > 0 and self._stop.wait(delay):
                 return
             by_partition: dict[tuple[str, int], int] = {}
@@ -177,8 +176,8 @@ class ContinuousWorkload:
         """Stop taking ops; a send in flight completes (it may retry for the
         producer's retry_ms), so no invoke is left without its completion."""
         self._stop.set()
-        deadline = time.monotonic() + timeout
+        deadline = self._rt.monotonic() + timeout
         for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+            t.join(max(0.0, deadline - self._rt.monotonic()))
         for c in self._consumers:
             c.stop()

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from broker.wire import WireError
-from workloads.client import ClusterClient, NotSent, one_request, send_only
+from workloads.client import ClusterClient, NotSent
 from workloads.history import FAIL, INFO, OK, History
 
 # Errors a broker returns before appending: safe to retry with fresh metadata.
@@ -143,7 +142,8 @@ class Producer:
         """Send `request` to the partition's leader until its outcome is known or the
         retry deadline passes: (ok/fail/info, the completion's fields). `forget`
         drops a cached leader after any error."""
-        deadline = time.monotonic() + self.retry_ms / 1000
+        rt = self.client.rt
+        deadline = rt.monotonic() + self.retry_ms / 1000
         last_error = "LEADER_NOT_AVAILABLE"
         while True:
             target = leader(deadline)
@@ -157,9 +157,9 @@ class Producer:
                 return outcome
             forget()
             last_error = outcome
-            if time.monotonic() >= deadline:
+            if rt.monotonic() >= deadline:
                 return FAIL, {"error": last_error}
-            time.sleep(0.05)
+            rt.sleep(0.05)
 
     def _attempt(self, node: str, addr: str,
                  request: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
@@ -169,11 +169,11 @@ class Producer:
             if request["acks"] == 0:
                 # acks 0 (Kafka's producer): done once written to the socket, no offset;
                 # the broker answers nothing (an error closes the connection).
-                send_only(addr, request, self.timeout_ms / 1000)
+                self.client.rt.send_only(addr, request, self.timeout_ms / 1000)
                 return OK, {"node": node}
             # The socket waits a little longer than the broker's own timeout, so a
             # broker-side REQUEST_TIMED_OUT arrives as an answer.
-            reply = one_request(addr, request, self.timeout_ms / 1000 + 2.0)
+            reply = self.client.rt.request(addr, request, self.timeout_ms / 1000 + 2.0)
         except NotSent as e:
             return f"connection refused by {node}: {e}"
         except WireError as e:

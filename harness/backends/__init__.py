@@ -1,5 +1,6 @@
 """Cluster backends, by name: `local` (subprocesses on 127.0.0.x), `docker`
-(one container per node) and `ssh` (processes on the hosts of a hosts file).
+(one container per node), `ssh` (processes on the hosts of a hosts file) and
+`sim` (the whole cluster in this process on a virtual clock).
 A new backend is one more entry in BACKENDS."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ BACKENDS: dict[str, str] = {
     "local": "harness.backends.local:LocalBackend",
     "docker": "harness.backends.docker:DockerBackend",
     "ssh": "harness.backends.ssh:SshBackend",
+    "sim": "harness.backends.sim:SimBackend",
 }
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from harness import admin
 from harness.admin import try_status
 from harness.errors import RunIncomplete, UsageError
 from nemesis import delays
+from workloads.runtime import REAL, Runtime
 
 LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready
 MAX_PORT = 65535
@@ -129,6 +129,10 @@ class Backend(ABC):
 
     name: str = "abstract"
     start_timeout: float = 20.0  # seconds a starting node has to answer `status`
+    # Clock, connections and threads of the run (the sim backend: virtual ones).
+    rt: Runtime = REAL
+    # A backend whose runs a seed decides entirely (the simulator) takes `seed=`.
+    deterministic: bool = False
 
     def __init__(self, spec: ClusterSpec, run_dir: Path) -> None:
         self.spec = spec
@@ -153,6 +157,32 @@ class Backend(ABC):
         addresses = {b: self.listen_address(b) for b in self.spec.brokers}
         path.write_text(json.dumps(self.spec.process_config(addresses), indent=2) + "\n")
         return path
+
+    # -- what a run observes it with ------------------------------------------
+
+    def run_clock(self) -> Any:
+        """The run's time axis (harness.clock.RunClock: the wall clock)."""
+        from harness.clock import RunClock
+
+        return RunClock()
+
+    def events_collector(self, clock: Any, path: Path) -> Any:
+        """What gathers every node's protocol events into events.jsonl."""
+        from harness.events import EventsCollector
+
+        return EventsCollector(self, clock, path)
+
+    def observer(self, collector: Any) -> Any:
+        """What scenario steps read status and events through."""
+        from harness.observe import Observer
+
+        return Observer(self, collector)
+
+    def collect_replicas(self, run: Any) -> dict[str, str]:
+        """Write every broker's final log and state into the run directory."""
+        from harness.collect import collect_replicas
+
+        return collect_replicas(self, run)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -182,7 +212,7 @@ class Backend(ABC):
         """Return once the just-started `node` answers `status`; raise UsageError or
         RunIncomplete (with its log's tail) if it exits first or takes longer than
         `start_timeout`. Every backend's `start` ends here."""
-        deadline = time.monotonic() + self.start_timeout
+        deadline = self.rt.monotonic() + self.start_timeout
         while True:
             if self._has_exited(node):
                 code = self._exit_status(node)
@@ -200,12 +230,12 @@ class Backend(ABC):
                 )
             if try_status(self.address(node), timeout=0.5) is not None:
                 return
-            if time.monotonic() > deadline:
+            if self.rt.monotonic() > deadline:
                 raise RunIncomplete(
                     f"{node} did not answer status within {self.start_timeout:.0f}s; "
                     f"last lines of {self._log_name(node)}:\n{self._log_tail(node)}"
                 )
-            time.sleep(0.05)
+            self.rt.sleep(0.05)
 
     # What _wait_ready asks of a backend.
 
@@ -281,7 +311,7 @@ class Backend(ABC):
         for n in plan:
             if n not in self.nodes:
                 raise UsageError(f"unknown node {n!r} in delay")
-        self._delays.append((plan, time.monotonic()))
+        self._delays.append((plan, self.rt.monotonic()))
         for n in plan:
             self._send_delays(n)
 
@@ -293,7 +323,7 @@ class Backend(ABC):
             self._send_delays(n)
 
     def _current_delays(self, node: str) -> list[dict[str, Any]]:
-        now = time.monotonic()
+        now = self.rt.monotonic()
         merged: delays.DelayPlan = {}
         for plan, began in self._delays:
             merged = delays.merge(merged, delays.remaining(plan, now - began))
@@ -334,10 +364,10 @@ class Backend(ABC):
         handleOffsetOutOfRange: controlled shutdown, then exit) may still be
         finishing -- give it `timeout` seconds; RunIncomplete if it still runs (or
         is paused: a frozen process is not on its way out)."""
-        deadline = time.monotonic() + timeout
+        deadline = self.rt.monotonic() + timeout
         while (self.is_running(node) and not self.is_paused(node)
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
+               and self.rt.monotonic() < deadline):
+            self.rt.sleep(0.05)
         if self.is_running(node):
             raise RunIncomplete(f"cannot start {node}: it is already running")
 

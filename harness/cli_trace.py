@@ -1,0 +1,65 @@
+"""`isrlab trace NAME`: a scenario run on the sim backend, printed fetch round by
+fetch round (harness.trace): every replica's LEO and HW and the leader's view
+of its followers, seed 001's table from the real broker cores. The run
+directory keeps it as trace.jsonl; its report shows it once checked.
+
+Exit status: 0 once printed, 3 if the run could not complete (what it traced
+is printed all the same), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from contract import PROTOCOLS
+from harness import cli_chaos
+from harness.progress import Progress
+from harness.runner import RunOptions, run_scenario
+from harness.scenario import find_scenario, load_scenario
+from harness.trace import read_trace, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    cli = cli_chaos._cli()
+    t = sub.add_parser("trace", help="a scenario on the simulator, fetch round by fetch "
+                                     "round: each replica's LEO and HW, the leader's view")
+    t.add_argument("scenario", metavar="NAME|PATH")
+    t.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    t.add_argument("--seed", type=cli._seed, default=0, help="default 0")
+    t.add_argument("--variant", help="this variant of the scenario (default: its first)")
+    t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
+    t.add_argument("--partition", type=int, help="... and partition")
+    t.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    cli._output_flags(t)
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    return cmd_trace(args) if args.command == "trace" else None
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    scenario = load_scenario(find_scenario(args.scenario), args.variant)
+    topic = args.topic or scenario.workload["topic"]
+    part = args.partition if args.partition is not None else scenario.workload["partition"]
+    progress = Progress(sys.stderr, quiet=args.quiet or args.json)
+    record = run_scenario(scenario, RunOptions(protocol=args.protocol, backend="sim",
+                                               seed=args.seed, runs_dir=args.runs_dir), progress)
+    rows = [r for r in read_trace(record.run_dir)
+            if r["topic"] == topic and r["partition"] == part]
+    brokers = list(scenario.brokers)
+    if args.json:
+        print(json.dumps({"run_dir": str(record.run_dir), "topic": topic, "partition": part,
+                          "error": str(record.error) if record.error else None,
+                          "rows": rows}))
+    else:
+        print(f"{scenario.name} under {args.protocol}, {topic}/{part}, seed {args.seed} "
+              f"(simulated; {len(rows)} fetch round(s) that changed something)")
+        print(table(rows, brokers))
+        print(f"run: {record.run_dir}")
+    if record.error is not None:
+        print(f"isrlab: {record.error}", file=sys.stderr)
+        return record.error.exit_code
+    return 0

@@ -1,0 +1,110 @@
+"""The fetch-round trace of a simulated run: after each replica fetch round, every
+replica's LEO and HW and what the leader knows of its followers (their LEOs as
+its last fetches from them said) -- seed 001's table, from the real cores.
+
+The sim backend writes it to the run directory as trace.jsonl, one row per
+round that changed something (an idle long poll changes nothing and is left
+out); `isrlab trace NAME` prints it as a table and the report shows it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from broker.sim_cluster import SimCluster
+from contract import TRACE
+
+__all__ = ["TRACE", "Tracer", "read_trace", "table"]
+
+
+class Tracer:
+    """Collects the rows of one simulated run into `path` as they happen."""
+
+    def __init__(self, cluster: SimCluster, path: Path) -> None:
+        self.cluster = cluster
+        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._last: dict[tuple[str, int], Any] = {}
+        self.rounds = 0
+        cluster.on_fetch_round = self.fetch_round
+
+    def fetch_round(self, follower: str, req: dict[str, Any],
+                    resp: dict[str, Any] | None) -> None:
+        self.rounds += 1
+        key = (req["topic"], req["partition"])
+        replicas = {}
+        leader = None
+        for name in self.cluster.brokers:
+            node = self.cluster.nodes[name]
+            p = node.core.partitions.get(key) if node.up else None
+            if p is None:
+                if node.up or key in node.store.partitions:
+                    replicas[name] = {"role": "down", "leo": None, "hw": None}
+                continue
+            replicas[name] = {"role": p.role, "leo": p.log.leo, "hw": p.hw}
+            if p.role == "leader":
+                leader = {"node": name, "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+                          "remote_leo": {r: rr.leo for r, rr in sorted(p.remotes.items())}}
+        state = (json.dumps(replicas, sort_keys=True), json.dumps(leader, sort_keys=True))
+        if self._last.get(key) == state:
+            return  # nothing moved: an idle long poll
+        self._last[key] = state
+        row = {"time": round(self.cluster.now * 1_000_000), "round": self.rounds,
+               "topic": key[0], "partition": key[1], "follower": follower,
+               "request": req["type"], "offset": req.get("offset"),
+               "answer": _answer(resp), "leader": leader, "replicas": replicas}
+        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _answer(resp: dict[str, Any] | None) -> str:
+    if resp is None:
+        return "no answer"
+    if resp.get("error"):
+        return str(resp["error"])
+    if "end_offset" in resp:
+        return f"epoch {resp.get('leader_epoch')} ends at {resp['end_offset']}"
+    if resp.get("diverging_epoch"):
+        d = resp["diverging_epoch"]
+        return f"diverging: epoch {d['epoch']} ends at {d['end_offset']}"
+    return f"{len(resp.get('records', []))} record(s), hw {resp.get('hw')}"
+
+
+def read_trace(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / TRACE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def table(rows: list[dict[str, Any]], brokers: list[str]) -> str:
+    """The rows as seed 001's table: one line per round, LEO/HW per replica (* the
+    leader) and the leader's view of its followers' LEOs."""
+    head = ["round", "time", "fetch", "answer",
+            *[f"{b} LEO/HW" for b in brokers], "leader's view (LEO)"]
+    lines = [head]
+    for r in rows:
+        reps = r["replicas"]
+        cells = []
+        for b in brokers:
+            x = reps.get(b)
+            if x is None:
+                cells.append("")
+            elif x["leo"] is None:
+                cells.append("down")
+            else:
+                mark = "*" if x["role"] == "leader" else ""
+                cells.append(f"{x['leo']}/{x['hw']}{mark}")
+        lead = r["leader"]
+        view = (" ".join(f"{k}={'?' if v is None else v}" for k, v in lead["remote_leo"].items())
+                if lead else "no leader")
+        what = (f"{r['follower']} fetch@{r['offset']}" if r["request"] == "replica-fetch"
+                else f"{r['follower']} epoch?")
+        lines.append([str(r["round"]), f"{r['time'] / 1e9:.3f}s", what, r["answer"], *cells,
+                      view])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                     for line in lines)

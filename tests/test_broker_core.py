@@ -1,0 +1,160 @@
+"""BrokerCore, the sans-IO broker both shells drive: the decisions around the
+partitions (Kafka's DelayedProduce and DelayedFetch, the replica fetcher's
+backoff, the controller session, flush policy, HW checkpoint timer, controlled
+shutdown), fed inputs by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.broker_core import (
+    CONTROLLER,
+    BrokerCore,
+    FlushAll,
+    FlushPartition,
+    LoadedPartition,
+    Respond,
+    Send,
+    ShutdownDone,
+    StoreEffect,
+    WriteCleanShutdown,
+    WriteHwCheckpoint,
+)
+from broker.config import BrokerConfig
+from broker.partition import AppendRecords, Event
+
+KEY = ("t", 0)
+
+
+def _core(node: str, protocol: str = "2.1", **cfg: Any) -> BrokerCore:
+    return BrokerCore(node, f"{node}:9092", protocol, BrokerConfig(**cfg),
+                      {"A": "A:9092", "B": "B:9092"}, f"inc-{node}",
+                      {KEY: LoadedPartition([], [], 0)})
+
+
+def _of(effects: list, kind: type) -> list:
+    return [e for e in effects if isinstance(e, kind)]
+
+
+def _metadata(leader: str = "A", epoch: int = 0, broker_epoch: int = 0) -> dict[str, Any]:
+    return {"error": None, "broker_epoch": broker_epoch, "brokers": {"A": "A:9092", "B": "B:9092"},
+            "partitions": [{"topic": "t", "partition": 0, "leader": leader,
+                            "leader_epoch": epoch, "isr": ["A", "B"], "partition_epoch": 0,
+                            "replicas": ["A", "B"]}]}
+
+
+def _registered(node: str, now: float = 0.0, **cfg: Any) -> tuple[BrokerCore, list]:
+    """A started core whose registration the controller answered; its effects."""
+    core = _core(node, **cfg)
+    reg, = _of(core.start(now), Send)
+    assert reg.to == CONTROLLER and reg.msg["type"] == "register"
+    return core, core.on_answer(reg.tag, _metadata(), now)
+
+
+def _fetch(effects: list) -> Send:
+    sends = [s for s in _of(effects, Send) if s.msg["type"] == "replica-fetch"]
+    assert len(sends) == 1, effects
+    return sends[0]
+
+
+def test_acks_all_produce_answers_when_the_hw_passes_it_else_times_out():
+    """Kafka's DelayedProduce: the answer waits for the follower's next fetch to
+    move the HW past the record; with no fetch it is REQUEST_TIMED_OUT, appended."""
+    a, _ = _registered("A")
+    b, beff = _registered("B")
+    out = a.on_request("p1", {"type": "produce", "topic": "t", "partition": 0, "value": 7,
+                              "acks": "all"}, 1)
+    assert not _of(out, Respond)  # held
+    f1 = _fetch(beff)
+    out = a.on_request("f1", f1.msg, 2)
+    (resp,) = [r for r in _of(out, Respond) if r.rid == "f1"]
+    assert resp.resp["records"] == [[0, 0, 7]]
+    f2 = _fetch(b.on_answer(f1.tag, resp.resp, 3))
+    out = a.on_request("f2", f2.msg, 4)  # B's LEO 1 reaches A: HW 1, the produce is acked
+    assert [(r.rid, r.resp["error"], r.resp["offset"]) for r in _of(out, Respond)] \
+        == [("p1", None, 0)]
+
+    out = a.on_request("p2", {"type": "produce", "topic": "t", "partition": 0, "value": 8,
+                              "acks": "all", "timeout_ms": 100}, 10)
+    # The record completes B's held fetch f2; the produce itself waits.
+    assert [r.rid for r in _of(out, Respond)] == ["f2"]
+    assert a.next_deadline() <= 110
+    (timed_out,) = [r for r in _of(a.tick(110), Respond) if r.rid == "p2"]
+    assert timed_out.resp == {"error": "REQUEST_TIMED_OUT", "offset": 1, "appended": True}
+
+
+def test_empty_follower_fetch_is_held_until_data_or_wait_max():
+    """Kafka's DelayedFetch: an empty fetch waits replica.fetch.wait.max.ms at the
+    leader, and is answered at once when a record arrives."""
+    a, _ = _registered("A", replica_fetch_wait_max_ms=500)
+    out = a.on_request("f", {"type": "replica-fetch", "topic": "t", "partition": 0,
+                             "replica_id": "B", "offset": 0, "current_leader_epoch": 0}, 0)
+    assert not _of(out, Respond)
+    assert not _of(a.tick(499), Respond)
+    (held,) = _of(a.tick(500), Respond)
+    assert held.resp["records"] == [] and held.resp["error"] is None
+
+    a.on_request("g", {"type": "replica-fetch", "topic": "t", "partition": 0,
+                       "replica_id": "B", "offset": 0, "current_leader_epoch": 0}, 600)
+    out = a.on_request("p", {"type": "produce", "topic": "t", "partition": 0, "value": 1,
+                             "acks": 1}, 610)
+    assert {r.rid: r.resp.get("records") for r in _of(out, Respond)} \
+        == {"p": None, "g": [[0, 0, 1]]}
+
+
+def test_fetcher_keeps_one_request_in_flight_and_backs_off_after_a_lost_answer():
+    b, beff = _registered("B", replica_fetch_backoff_ms=50)
+    f1 = _fetch(beff)
+    assert f1.to == "A" and f1.timeout_ms == 100 + 1000
+    assert not [s for s in _of(b.tick(10), Send) if s.msg["type"] == "replica-fetch"]
+    out = b.on_answer(f1.tag, None, 20)  # lost or timed out
+    assert not [s for s in _of(out, Send) if s.msg["type"] == "replica-fetch"]
+    assert b.next_deadline() <= 70
+    assert not [s for s in _of(b.tick(69), Send) if s.msg["type"] == "replica-fetch"]
+    assert _fetch(b.tick(70)).msg["offset"] == 0
+
+
+def test_session_registers_heartbeats_and_registers_again_when_unknown():
+    b, beff = _registered("B", heartbeat_interval_ms=100)
+    assert b.broker_epoch == 0
+    assert not [s for s in _of(b.tick(50), Send) if s.to == CONTROLLER]
+    (hb,) = [s for s in _of(b.tick(100), Send) if s.to == CONTROLLER]
+    assert hb.msg["type"] == "heartbeat"
+    out = b.on_answer(hb.tag, {"error": "UNKNOWN_BROKER"}, 120)
+    (reg,) = [s for s in _of(out, Send) if s.to == CONTROLLER]
+    assert reg.msg["type"] == "register" and reg.msg["previous_broker_epoch"] == 0
+
+
+def test_flush_messages_flushes_every_n_records_and_checkpoint_timer():
+    a, _ = _registered("A", flush_messages=2,
+                       replica_high_watermark_checkpoint_interval_ms=1000)
+    flushes = []
+    for i in range(4):
+        out = a.on_request(i, {"type": "produce", "topic": "t", "partition": 0, "value": i,
+                               "acks": 1}, i)
+        assert [e.effect for e in _of(out, StoreEffect)][-1] \
+            == AppendRecords(tuple(a.partitions[KEY].log.records[i:i + 1]))
+        flushes.append(len(_of(out, FlushPartition)))
+    assert flushes == [0, 1, 0, 1]
+    assert not _of(a.tick(999), WriteHwCheckpoint)
+    assert a.next_deadline() <= 1000
+    (cp,) = _of(a.tick(1000), WriteHwCheckpoint)
+    assert cp.hws == {KEY: 0}  # no follower fetched: the HW stays 0
+
+
+def test_controlled_shutdown_then_flush_checkpoint_and_clean_marker():
+    a, _ = _registered("A")
+    out = a.begin_shutdown(5)
+    (sd,) = _of(out, Send)
+    assert sd.msg == {"type": "shutdown", "id": "A", "incarnation": "inc-A"}
+    out = a.on_answer(sd.tag, {"error": None}, 6)
+    kinds = [type(e) for e in out if not isinstance(e, Event)]
+    assert kinds == [FlushAll, WriteHwCheckpoint, WriteCleanShutdown, ShutdownDone]
+    assert _of(out, WriteCleanShutdown)[0].broker_epoch == 0
+
+
+def test_acks_0_error_closes_the_connection_without_an_answer():
+    b, _ = _registered("B")  # a follower: NOT_LEADER_OR_FOLLOWER
+    (r,) = _of(b.on_request("x", {"type": "produce", "topic": "t", "partition": 0,
+                                  "value": 1, "acks": 0}, 1), Respond)
+    assert r.resp is None and r.close
