@@ -150,9 +150,12 @@ class ChaosConfig:
                             overlap=self.overlap, gap=gap)
 
 
-def chaos_run(cfg: ChaosConfig, seed: int) -> tuple[Scenario, dict[str, Any]]:
-    """The scenario of one chaos run with `seed`, and run.json's extra fields."""
-    ops = schedule(cfg.schedule_spec(), seed)
+def chaos_run(cfg: ChaosConfig, seed: int, ops: list[dict[str, Any]] | None = None
+              ) -> tuple[Scenario, dict[str, Any]]:
+    """The scenario of one chaos run with `seed`, and run.json's extra fields; `ops`
+    replaces the schedule the seed draws (a shrunk one, harness.shrink)."""
+    if ops is None:
+        ops = schedule(cfg.schedule_spec(), seed)
     workload = {
         "acks": cfg.acks, "timeout_ms": cfg.timeout_ms, "retry_ms": cfg.retry_ms,
         "topic": TOPIC, "partition": 0, "consumers": cfg.consumers,

@@ -36,6 +36,7 @@ from harness import (
     cli_chaos,
     cli_checker,
     cli_matrix,
+    cli_shrink,
     cli_ssh,
     cli_swarm,
     cli_trace,
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_ssh.register(sub)  # ssh hosts up|down, ssh clean, ssh check
     cli_swarm.register(sub)  # swarm
     cli_trace.register(sub)  # trace
+    cli_shrink.register(sub)  # shrink
     for parser in (r, c):
         cli_checker.add_no_server_flag(parser)
     return p
@@ -166,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     try:
-        for module in (cli_matrix, cli_chaos, cli_checker, cli_ssh, cli_swarm, cli_trace):
+        for module in (cli_matrix, cli_chaos, cli_checker, cli_ssh, cli_swarm, cli_trace,
+                       cli_shrink):
             done = module.dispatch(args)
             if done is not None:
                 return done

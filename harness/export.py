@@ -10,6 +10,11 @@ lists, for the run's protocol, the kinds its check found: `isrlab reproduce`
 then calls a run that shows them all `valid`, and `reproduce --runs N` counts
 how often that happened. Real processes make timing vary between runs, so an
 export need not reproduce every time (docs/chaos.md).
+
+A chaos run of the sim backend is exported as it was planned instead: its
+schedule's times and `recover` steps, each fault on the nodes the history says
+it hit. On the simulator with the run's seed (`reproduce FILE --backend sim
+--seed S`), those steps replay the run exactly.
 """
 
 from __future__ import annotations
@@ -53,7 +58,10 @@ def export_scenario(run_dir: Path) -> tuple[str, str]:
         raise UsageError(f"{run_dir}/run.json: no cluster.brokers or protocol to export")
     origin = ops[0]["time"] if ops else 0
     steps: list[Any] = []
-    for op in ops:
+    chaos = meta.get("chaos") or {}
+    if meta.get("backend") == "sim" and chaos.get("schedule"):
+        steps = _planned_steps(chaos["schedule"], ops, brokers, run_dir)
+    for op in ops if not steps else []:
         if op.get("process") == NEMESIS_PROCESS and op.get("type") == "invoke":
             steps.append({"sleep": {"until": _seconds(op["time"] - origin)}})
             steps.append(_fault_step(op, brokers, run_dir))
@@ -62,7 +70,8 @@ def export_scenario(run_dir: Path) -> tuple[str, str]:
             steps.append("final-read")
             break
     else:
-        steps.append("final-read")  # an interrupted run: read what there is
+        if not steps or steps[-1] != "final-read":
+            steps.append("final-read")  # an interrupted run: read what there is
     found = _found(run_dir)
     workload = dict(meta.get("workload") or {})
     if isinstance(meta.get("seed"), int):
@@ -86,6 +95,32 @@ def export_scenario(run_dir: Path) -> tuple[str, str]:
               f"# Run it again: isrlab reproduce FILE --protocol {protocol} --runs 20\n")
     return name, header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
                                          default_flow_style=None, width=100)
+
+
+# Nemesis ops a `recover` step makes (the others are a schedule's faults).
+_RECOVERY_FS = ("heal", "resume", "start")
+
+
+def _planned_steps(schedule: list[dict[str, Any]], ops: list[dict[str, Any]],
+                   brokers: list[str], run_dir: Path) -> list[Any]:
+    """A sim chaos run's schedule as steps (harness.chaos.schedule_steps' shape): its
+    times, its `recover`s, each fault on the nodes the history's k-th fault hit."""
+    hit = [op for op in ops if op.get("process") == NEMESIS_PROCESS
+           and op.get("type") == "invoke" and op.get("f") not in _RECOVERY_FS]
+    steps: list[Any] = []
+    last, k = 0.0, 0
+    for planned in schedule:
+        if planned["at"] > last:
+            steps.append({"sleep": {"until": planned["at"]}})
+            last = planned["at"]
+        if planned["f"] in ("recover", "final-read"):
+            steps.append(planned["f"])
+        elif k < len(hit):
+            steps.append(_fault_step(hit[k], brokers, run_dir))
+            k += 1
+        else:
+            break  # the run ended before this fault
+    return steps
 
 
 def _seconds(ns: int) -> float:

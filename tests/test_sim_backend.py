@@ -82,6 +82,11 @@ def test_reproduce_on_sim_exits_as_on_local(tmp_path, protocol, code):
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert ("lost-write" in proc.stdout) == (code == 1)
+    # A sim run's report shows its fetch-round trace.
+    report = Path(next(line for line in proc.stdout.splitlines()
+                       if line.startswith("report: ")).removeprefix("report: "))
+    html = report.read_text()
+    assert "Fetch rounds" in html and "fetch@1" in html
 
 
 def test_bad_seed_is_a_usage_error(tmp_path):

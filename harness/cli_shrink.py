@@ -1,0 +1,173 @@
+"""`isrlab shrink RUN_DIR`: the smallest schedule found that still shows the run's
+anomaly, written as a scenario YAML (harness.shrink makes the candidates).
+
+Each round simulates its candidates on the sim backend with the run's seed and
+checks them in one batch; the smallest candidate that still shows the kind
+becomes the next round's start. Packages go first (delta debugging: halves,
+quarters, ... single packages), then the workload (rate, producers, the
+background consumer), then idle time. The result is exported as `isrlab
+export` writes a scenario, to --out (default: ./<name>.yaml).
+
+Exit status: 0 when written; 2 for bad input (not a sim chaos run, no anomaly
+to keep, a kind it does not show); the checker's status if a check fails.
+A CLI module: it wires the harness to the checker (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from checker import client
+from checker.errors import CheckerError
+from contract import ANOMALY_KINDS, CHECK, SUMMARY_JSON
+from harness import cli_checker
+from harness.chaos import ChaosConfig, chaos_run
+from harness.errors import UsageError, one_line
+from harness.export import export_scenario
+from harness.progress import Progress
+from harness.rundir import read_meta
+from harness.runner import RunOptions, run_scenario
+from harness.shrink import (
+    Candidate,
+    compressed,
+    config_of,
+    configured,
+    lighter,
+    start,
+    without_chunks,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("shrink", help="a sim chaos run's anomaly in a smaller schedule, "
+                                      "as a scenario YAML")
+    s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    s.add_argument("--kind", choices=ANOMALY_KINDS,
+                   help="the anomaly kind to keep (default: the first the run shows)")
+    s.add_argument("--out", type=Path, metavar="FILE", help="default: ./<name>.yaml")
+    cli_checker.add_no_server_flag(s)
+    s.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    return cmd_shrink(args) if args.command == "shrink" else None
+
+
+def _found(run_dir: Path) -> list[str] | None:
+    path = run_dir / CHECK / SUMMARY_JSON
+    if not path.is_file():
+        return None
+    return list(json.loads(path.read_text()).get("found") or {})
+
+
+class Shrinker:
+    def __init__(self, run_dir: Path, cfg: ChaosConfig, seed: int, kind: str,
+                 progress: Progress, use_server: bool | None) -> None:
+        self.cfg, self.seed, self.kind = cfg, seed, kind
+        self.progress, self.use_server = progress, use_server
+        self.work = run_dir.parent / f"{run_dir.name}-shrink"
+        self.source = run_dir.name
+        self.rounds = 0
+
+    def check(self, run_dirs: list[Path]) -> list[Any]:
+        return client.check(run_dirs, use_server=self.use_server)
+
+    def first_kept(self, cands: list[Candidate]) -> tuple[Candidate, Path] | None:
+        """Simulate and check one round; the smallest candidate that keeps the kind."""
+        if not cands:
+            return None
+        self.rounds += 1
+        dirs = []
+        for c in cands:
+            scenario, meta = chaos_run(configured(self.cfg, c), self.seed, c.schedule())
+            meta["shrink"] = {"from": self.source, "round": self.rounds, "what": c.what}
+            rec = run_scenario(scenario, RunOptions(
+                protocol=self.cfg.protocol, backend="sim", seed=self.seed,
+                runs_dir=self.work, meta=meta), Progress(quiet=True))
+            dirs.append(rec.run_dir)
+        results = self.check(dirs)
+        kept = sorted((c.size(), i) for i, (c, r) in enumerate(zip(cands, results, strict=True))
+                      if any(a["kind"] == self.kind for a in r.anomalies))
+        self.progress.line(f"round {self.rounds}: {len(cands)} candidate(s), {len(kept)} "
+                           f"keep {self.kind}")
+        for i, d in enumerate(dirs):
+            if not kept or i != kept[0][1]:
+                shutil.rmtree(d, ignore_errors=True)
+        if not kept:
+            return None
+        best = cands[kept[0][1]]
+        self.progress.line(f"  kept: {best.what} -> {_size(best)}")
+        return best, dirs[kept[0][1]]
+
+    def run(self, best: Candidate, best_dir: Path) -> tuple[Candidate, Path]:
+        chunk = max(1, len(best.packages) // 2)
+        while best.packages:
+            got = self.first_kept(without_chunks(best, chunk))
+            if got is not None:
+                (best, best_dir) = got
+                chunk = max(1, min(chunk, len(best.packages) // 2))
+            elif chunk == 1:
+                break
+            else:
+                chunk //= 2
+        while (got := self.first_kept(lighter(best))) is not None:
+            best, best_dir = got
+        got = self.first_kept(compressed(best))
+        if got is not None:
+            best, best_dir = got
+        return best, best_dir
+
+
+def _size(c: Candidate) -> str:
+    return (f"{len(c.packages)} fault package(s), {c.producers} producer(s) at "
+            f"{c.rate:g}/s, {c.consumers} consumer(s), final read at {c.end() + 2:.1f}s")
+
+
+def _ops(run_dir: Path) -> int:
+    with open(run_dir / "history.jsonl", "rb") as f:
+        return sum(1 for line in f if b'"type":"invoke"' in line)
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    run_dir = args.run_dir.resolve()
+    meta = read_meta(run_dir)
+    cfg = config_of(meta)
+    progress = Progress(sys.stdout, quiet=args.quiet)
+    use_server = cli_checker.use_server(args)
+    found = _found(run_dir)
+    try:
+        if found is None:
+            progress.line(f"checking {run_dir} first")
+            found = sorted({a["kind"] for a in client.check([run_dir],
+                                                            use_server=use_server)[0].anomalies})
+        if not found:
+            raise UsageError(f"{run_dir} shows no anomaly: nothing to keep while shrinking")
+        kind = args.kind or found[0]
+        if kind not in found:
+            raise UsageError(f"{run_dir} shows {', '.join(found)}, not {kind}")
+        first = start(cfg, meta["chaos"]["schedule"])
+        progress.line(f"shrinking {run_dir.name} ({_size(first)}, {_ops(run_dir)} ops), "
+                      f"keeping {kind}; candidates in {run_dir.name}-shrink/")
+        shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, use_server)
+        best, best_dir = shrinker.run(first, run_dir)
+    except CheckerError as e:
+        print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
+        return e.exit_code
+    if best_dir == run_dir:
+        progress.line("no smaller schedule keeps it: exporting the run itself")
+    client.check([best_dir], use_server=use_server)  # its own results, for export
+    name, text = export_scenario(best_dir)
+    out = args.out or Path(f"{name}.yaml")
+    out.write_text(text)
+    print(f"shrunk {kind}: {len(first.packages)} -> {len(best.packages)} fault package(s), "
+          f"{_ops(run_dir)} -> {_ops(best_dir)} ops, final read at "
+          f"{first.end() + 2:.1f}s -> {best.end() + 2:.1f}s, in {shrinker.rounds} round(s)")
+    print(f"run: {best_dir}")
+    print(f"scenario: {out} (isrlab reproduce {out} --protocol {cfg.protocol} --backend sim "
+          f"--seed {meta['seed']})")
+    return 0
