@@ -121,6 +121,7 @@ class ChaosConfig:
     gap: float | None = None  # None: half the controller's session timeout
     timeout_ms: int = 5000
     retry_ms: int = 10000
+    poll_interval: float = 0.05  # seconds between a background consumer's polls
 
     def broker_names(self) -> list[str]:
         if not 1 <= self.brokers <= 8:  # the local backend has 127.0.0.2..9
@@ -162,6 +163,8 @@ def chaos_run(cfg: ChaosConfig, seed: int, ops: list[dict[str, Any]] | None = No
         "producers": cfg.producers, "rate": cfg.rate, "partitions": "all",
         "batch": cfg.batch, "linger": cfg.linger,
     }
+    if cfg.poll_interval != ChaosConfig.poll_interval:
+        workload["poll_interval"] = cfg.poll_interval
     faults = ",".join(str(f) for f in cfg.faults)
     scenario = Scenario(
         name=CHAOS,

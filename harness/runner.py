@@ -147,7 +147,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                 producers=w["producers"], consumers=w["consumers"], rate=w["rate"],
                 seed=w.get("seed", seed), acks=w["acks"], timeout_ms=w["timeout_ms"],
                 retry_ms=w["retry_ms"], batch=w.get("batch", 1), linger=w.get("linger", 0.005),
-                max_records=w.get("max_records", 100))
+                max_records=w.get("max_records", 100),
+                poll_interval=w.get("poll_interval", 0.05))
             background.start()
         if opts.status_every is not None:
             ticker = StatusTicker(progress, opts.status_every, opts.status_prefix,

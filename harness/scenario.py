@@ -316,7 +316,8 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
     if raw is None:
         m.line, m.key_lines = doc.line, {}
     v.keys(m, ("acks", "timeout_ms", "retry_ms", "topic", "partition", "consumers",
-               "producers", "rate", "partitions", "seed", "batch", "linger"), "workload")
+               "producers", "rate", "partitions", "seed", "batch", "linger", "poll_interval"),
+           "workload")
     w = {
         "acks": v.acks(m.get("acks", "all"), m.line_of("acks")),
         "timeout_ms": v.integer(m.get("timeout_ms", 5000), m.line_of("timeout_ms"),
@@ -337,6 +338,9 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
         w["batch"] = v.integer(m["batch"], m.line_of("batch"), "batch", 1)
     if "linger" in m:
         w["linger"] = v.seconds(m["linger"], m.line_of("linger"), "linger")
+    if "poll_interval" in m:  # background consumers: seconds between polls (default 0.05)
+        w["poll_interval"] = v.seconds(m["poll_interval"], m.line_of("poll_interval"),
+                                       "poll_interval")
     if "seed" in m:  # the background workload's choices; default: the run's seed
         w["seed"] = v.integer(m["seed"], m.line_of("seed"), "seed")
     if w["partitions"] not in ("one", "all"):

@@ -87,7 +87,8 @@ def config_of(meta: dict[str, Any]) -> ChaosConfig:
         interval=float(chaos["interval"]), duration=float(chaos["duration"]),
         quiet=float(chaos["quiet"]), overlap=float(chaos["overlap"]),
         gap=chaos.get("gap"), timeout_ms=int(w.get("timeout_ms", 5000)),
-        retry_ms=int(w.get("retry_ms", 10000)))
+        retry_ms=int(w.get("retry_ms", 10000)),
+        poll_interval=float(w.get("poll_interval", ChaosConfig.poll_interval)))
 
 
 def start(cfg: ChaosConfig, schedule: list[dict[str, Any]]) -> Candidate:

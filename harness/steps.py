@@ -125,6 +125,17 @@ class StepRunner:
         try:
             if step.kind in PROCESS_FAULTS:
                 nodes = self._targets(step.args)
+                if "target" in step.args and step.kind != "start":
+                    # A chaos schedule drew its nodes in advance: one may have gone
+                    # down since (0.10-2.0 halt a broker). As Jepsen's nemesis, a
+                    # fault on a process that is not running does nothing.
+                    down = [n for n in nodes if not ctx.backend.is_running(n)]
+                    if down:
+                        ctx.progress.line(f"  {step.kind}: {', '.join(down)} not running; "
+                                          "left alone")
+                    nodes = [n for n in nodes if n not in down]
+                    if not nodes:
+                        return
                 with ctx.nemesis_lock:
                     ctx.nemesis.invoke(step.kind, nodes)
                 if step.args.get("for") is not None:

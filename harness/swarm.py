@@ -34,6 +34,9 @@ BROKER_DRAWS: dict[str, list[Any]] = {
     "min.insync.replicas": [1, 2],
     "replica.lag.time.max.ms": [1_000, 5_000, 10_000],
     "flush.messages": [None, None, 1],
+    # Kafka's default is 500 ms; ours 100 (quicker scenarios). Both are real settings.
+    "replica.fetch.wait.max.ms": [100, 500],
+    "heartbeat.interval.ms": [100, 250],
 }
 CONTROLLER_DRAWS: dict[str, list[Any]] = {
     "broker.session.timeout.ms": [1_000, 2_000, 3_000],
@@ -52,10 +55,11 @@ class SwarmSpec:
     broker_config: dict[str, Any] = field(default_factory=dict)
     controller_config: dict[str, Any] = field(default_factory=dict)
     # The workload of every run: `rate` records/s, one record per request, and a
-    # consumer polling every 50 ms: a 60 s run has ~1,800 ops.
+    # consumer polling every `poll_interval` s: a 60 s run has ~850 ops.
     rate: float = 10.0
     consumers: int = 1
     producers: int = 2
+    poll_interval: float = 0.25
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,7 +85,8 @@ def draw_config(spec: SwarmSpec, seed: int) -> ChaosConfig:
         protocol=spec.protocol, time_limit=spec.time_limit, faults=faults, acks=acks,
         broker_config=broker, controller_config=controller, brokers=brokers,
         partitions=partitions, producers=spec.producers, consumers=spec.consumers,
-        rate=spec.rate, batch=1, interval=rng.uniform(1.0, 4.0),
+        rate=spec.rate, batch=1, poll_interval=spec.poll_interval,
+        interval=rng.uniform(1.0, 4.0),
         duration=rng.uniform(0.5, 4.0), quiet=rng.uniform(0.5, 2.0),
         overlap=rng.choice([0.0, 0.5, 0.9]))
 

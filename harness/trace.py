@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from broker.sim_cluster import SimCluster
 from contract import TRACE
 
@@ -24,7 +26,7 @@ class Tracer:
 
     def __init__(self, cluster: SimCluster, path: Path) -> None:
         self.cluster = cluster
-        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
         self._last: dict[tuple[str, int], Any] = {}
         self.rounds = 0
         cluster.on_fetch_round = self.fetch_round
@@ -46,7 +48,10 @@ class Tracer:
             if p.role == "leader":
                 leader = {"node": name, "leader_epoch": p.leader_epoch, "isr": list(p.isr),
                           "remote_leo": {r: rr.leo for r, rr in sorted(p.remotes.items())}}
-        state = (json.dumps(replicas, sort_keys=True), json.dumps(leader, sort_keys=True))
+        state = (tuple((n, x["role"], x["leo"], x["hw"]) for n, x in replicas.items()),
+                 None if leader is None else (leader["node"], leader["leader_epoch"],
+                                              tuple(leader["isr"]),
+                                              tuple(leader["remote_leo"].items())))
         if self._last.get(key) == state:
             return  # nothing moved: an idle long poll
         self._last[key] = state
@@ -54,7 +59,7 @@ class Tracer:
                "topic": key[0], "partition": key[1], "follower": follower,
                "request": req["type"], "offset": req.get("offset"),
                "answer": _answer(resp), "leader": leader, "replicas": replicas}
-        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._file.write(orjson.dumps(row) + b"\n")
 
     def close(self) -> None:
         self._file.close()

@@ -11,11 +11,12 @@ times, on the history's axis.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from broker.sim_cluster import SimCluster
 from contract import CONTROLLER
@@ -224,13 +225,13 @@ class SimEventsCollector:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
+        self._file = open(path, "ab")  # noqa: SIM115 - closed by stop()
         self._events: list[dict[str, Any]] = []
 
     def record(self, node: str, incarnation: str, ev: dict[str, Any]) -> None:
         ev = {**ev, "incarnation": incarnation}
         if not self._file.closed:
-            self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
+            self._file.write(orjson.dumps(ev) + b"\n")
         self._events.append(ev)
 
     def events(self, predicate: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
