@@ -110,6 +110,9 @@ class ShutdownDone:
 
 BrokerEffect = (StoreEffect | FlushPartition | FlushAll | WriteHwCheckpoint | WriteCleanShutdown
                 | Send | Respond | Event | HaltBroker | ShutdownDone)
+# The effects a shell hands to its store (storage.BrokerStore, sim_cluster.MemoryStore:
+# `store.perform(effect)`), under the durability contract above.
+STORAGE_EFFECTS = (StoreEffect, FlushPartition, FlushAll, WriteHwCheckpoint, WriteCleanShutdown)
 
 
 @dataclass(frozen=True)

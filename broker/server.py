@@ -20,20 +20,16 @@ from typing import Any
 
 from .broker_core import (
     CONTROLLER,
+    STORAGE_EFFECTS,
     BrokerCore,
     BrokerEffect,
-    FlushAll,
-    FlushPartition,
     LoadedPartition,
     Respond,
     Send,
     ShutdownDone,
-    StoreEffect,
-    WriteCleanShutdown,
-    WriteHwCheckpoint,
 )
 from .config import BrokerConfig
-from .partition import AppendRecords, Event, HaltBroker, TruncateLog, WriteEpochCache
+from .partition import Event, HaltBroker
 from .process import (
     CLOSE_CONNECTION,
     EventLog,
@@ -90,23 +86,8 @@ class Broker:
 
     def perform(self, effects: list[BrokerEffect]) -> None:
         for eff in effects:
-            if isinstance(eff, StoreEffect):
-                store = self.store.partition(*eff.key)
-                e = eff.effect
-                if isinstance(e, AppendRecords):
-                    store.append(e.records)
-                elif isinstance(e, TruncateLog):
-                    store.truncate(e.offset)
-                elif isinstance(e, WriteEpochCache):
-                    store.write_epochs(e.entries)
-            elif isinstance(eff, FlushPartition):
-                self.store.partition(*eff.key).flush()
-            elif isinstance(eff, FlushAll):
-                self.store.flush()
-            elif isinstance(eff, WriteHwCheckpoint):
-                self.store.write_hw_checkpoint(eff.hws)
-            elif isinstance(eff, WriteCleanShutdown):
-                self.store.clean_shutdown.write(eff.broker_epoch)
+            if isinstance(eff, STORAGE_EFFECTS):
+                self.store.perform(eff)
             elif isinstance(eff, Event):
                 self.events.add(eff.type, **eff.fields)
             elif isinstance(eff, Send):

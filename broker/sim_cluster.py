@@ -25,6 +25,7 @@ from typing import Any
 
 from .broker_core import (
     CONTROLLER,
+    STORAGE_EFFECTS,
     BrokerCore,
     BrokerEffect,
     FlushAll,
@@ -331,8 +332,7 @@ class SimCluster:
     def _perform(self, node: SimNode, effects: list[BrokerEffect]) -> None:
         halt = False
         for eff in effects:
-            if isinstance(eff, (StoreEffect, FlushPartition, FlushAll, WriteHwCheckpoint,
-                                WriteCleanShutdown)):
+            if isinstance(eff, STORAGE_EFFECTS):
                 node.store.perform(eff)
             elif isinstance(eff, Event):
                 self._emit(node, eff.type, eff.fields)

@@ -205,6 +205,34 @@ class BrokerStore:
             store.flush()
         self.hw_checkpoint.file.fsync()
 
+    def perform(self, eff: Any) -> None:
+        """Carry out one of BrokerCore's storage effects (broker_core.STORAGE_EFFECTS)."""
+        from .broker_core import (
+            FlushAll,
+            FlushPartition,
+            StoreEffect,
+            WriteCleanShutdown,
+            WriteHwCheckpoint,
+        )
+        from .partition import AppendRecords, TruncateLog, WriteEpochCache
+
+        if isinstance(eff, StoreEffect):
+            store, e = self.partition(*eff.key), eff.effect
+            if isinstance(e, AppendRecords):
+                store.append(e.records)
+            elif isinstance(e, TruncateLog):
+                store.truncate(e.offset)
+            elif isinstance(e, WriteEpochCache):
+                store.write_epochs(e.entries)
+        elif isinstance(eff, FlushPartition):
+            self.partition(*eff.key).flush()
+        elif isinstance(eff, FlushAll):
+            self.flush()
+        elif isinstance(eff, WriteHwCheckpoint):
+            self.write_hw_checkpoint(eff.hws)
+        elif isinstance(eff, WriteCleanShutdown):
+            self.clean_shutdown.write(eff.broker_epoch)
+
     def close(self) -> None:
         for store in self.partitions.values():
             store.close()
