@@ -28,6 +28,7 @@ from harness.errors import UsageError
 from harness.scenario import Scenario
 from harness.scenario_steps import DEFAULT_FINAL_TIMEOUT, Step
 from nemesis.schedule import (
+    FLIP,
     PROCESS_PACKAGES,
     FaultSpec,
     ScheduleSpec,
@@ -126,6 +127,9 @@ class ChaosConfig:
     def broker_names(self) -> list[str]:
         if not 1 <= self.brokers <= 8:  # the local backend has 127.0.0.2..9
             raise UsageError(f"--brokers {self.brokers}: give 1..8")
+        if self.brokers < 2 and any(f.fault == FLIP for f in self.faults):
+            raise UsageError("flip hands leadership between two brokers: give --brokers 2 "
+                             "or more")
         return [chr(ord("A") + i) for i in range(self.brokers)]
 
     def topics(self) -> list[dict[str, Any]]:
@@ -205,7 +209,7 @@ def schedule_steps(ops: list[dict[str, Any]]) -> list[Step]:
             add("final-read", {"timeout": DEFAULT_FINAL_TIMEOUT, "heal": True})
         elif f == "recover":
             add("recover", {})
-        elif f in PROCESS_PACKAGES or f == "partition":
+        elif f in PROCESS_PACKAGES or f in ("partition", "start"):
             add(f, op)
         else:
             raise ValueError(f"schedule op {f!r} has no step")

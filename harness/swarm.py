@@ -27,7 +27,8 @@ from harness.runner import RunOptions, run_scenario
 from nemesis.schedule import FaultSpec, parse_faults
 
 # The fault packages a run draws its mix from (when --faults does not pin it).
-FAULT_POOL = ["kill", "stop", "pause", "power-cycle", "isolate", "halves", "cut-controller"]
+FAULT_POOL = ["kill", "stop", "pause", "power-cycle", "isolate", "halves", "cut-controller",
+              "flip"]
 # Values a run draws from, per config key (when --set does not pin the key).
 BROKER_DRAWS: dict[str, list[Any]] = {
     "unclean.leader.election.enable": [False, True],
@@ -76,10 +77,12 @@ def draw_config(spec: SwarmSpec, seed: int) -> ChaosConfig:
     broker.update(spec.broker_config)
     controller = {k: rng.choice(v) for k, v in CONTROLLER_DRAWS.items()}
     controller.update(spec.controller_config)
-    brokers = rng.choice([3, 3, 4])
+    # Two brokers (replication factor 2: every fault of one leaves a single replica,
+    # and alternating faults make the unclean elections of KAFKA-6361/KIP-279).
+    brokers = rng.choice([2, 3, 3, 4])
     # Replicas rotate over the brokers (ChaosConfig.topics, replication factor 3):
     # with 4 brokers, 2 partitions give every broker a replica to host.
-    partitions = rng.choice([1, 2]) if brokers == 3 else 2
+    partitions = rng.choice([1, 2]) if brokers <= 3 else 2
     acks = spec.acks if spec.acks is not None else rng.choice(["all", "all", 1])
     return ChaosConfig(
         protocol=spec.protocol, time_limit=spec.time_limit, faults=faults, acks=acks,

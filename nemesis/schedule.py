@@ -58,8 +58,13 @@ from workloads.generator import (
 
 PROCESS_PACKAGES = ("kill", "stop", "pause", "power-cycle")
 PARTITION_PACKAGES = ("isolate", "halves", "bridge", "cut-controller")
+# `flip`: leadership handed back and forth between two brokers while the other is
+# down (stop one, stop the other and start the first, ...): KAFKA-6361's
+# alternating unclean elections, which diverge replicas before KIP-279.
+FLIP = "flip"
+FLIP_ROUNDS = (2, 4)  # hand-overs per flip package, drawn in this range
 # `partition` is one package whose shape is drawn each time (default targets).
-FAULT_NAMES = (*PROCESS_PACKAGES, *PARTITION_PACKAGES, "partition")
+FAULT_NAMES = (*PROCESS_PACKAGES, *PARTITION_PACKAGES, "partition", FLIP)
 TARGETS = ("one", "leader", "minority", "all")
 DEFAULT_TARGETS = ("one", "leader")
 # The targets each package takes; halves and bridge are shapes of the whole cluster.
@@ -69,6 +74,7 @@ _ALLOWED: dict[str, tuple[str, ...]] = {
     "cut-controller": TARGETS,
     "halves": (),
     "bridge": (),
+    FLIP: (),  # its two brokers are drawn each time
 }
 # The fault op that ends each process package's window (nemesis.faults).
 RECOVERY = {"kill": "start", "stop": "start", "power-cycle": "start", "pause": "resume"}
@@ -204,9 +210,33 @@ def _compound_allowed(fs: FaultSpec, spec: ScheduleSpec) -> bool:
             and set(fs.targets) <= set(DEFAULT_TARGETS))
 
 
+def flip_package(spec: ScheduleSpec) -> Gen:
+    """Wait around `interval`; stop broker X; then, every around `duration`, stop
+    the broker that leads and start the other (stop first: the one started finds
+    the other down, and an unclean election makes it leader); recover, quiet."""
+
+    def gen(rng: random.Random, start: float) -> Iterator[Timed]:
+        x, y = rng.sample(spec.brokers, 2)
+        rounds = rng.randint(*FLIP_ROUNDS)
+        steps: list[Gen] = [sleep_around(spec.interval),
+                            once({"f": "stop", "target": FLIP, "nodes": [x]})]
+        up, down = y, x
+        for _ in range(rounds):
+            steps += [sleep_around(spec.duration),
+                      once({"f": "stop", "target": FLIP, "nodes": [up]}),
+                      once({"f": "start", "target": FLIP, "nodes": [down]})]
+            up, down = down, up
+        steps += [sleep_around(spec.duration), once({"f": "recover"}), sleep(spec.quiet)]
+        yield from phases(*steps)(rng, start)
+
+    return gen
+
+
 def package(fs: FaultSpec, spec: ScheduleSpec) -> Gen:
     """Wait around `interval`, the fault, its recovery after around `duration`, quiet;
     with probability `overlap` a compound package (two faults `gap` apart)."""
+    if fs.fault == FLIP:
+        return flip_package(spec)
     single = phases(
         sleep_around(spec.interval),
         once(lambda rng: fault_op(rng, fs, spec)),

@@ -175,3 +175,29 @@ def test_chaos_gap_follows_the_session_timeout() -> None:
     assert cfg.schedule_spec().gap == 3.0
     _, meta = chaos_run(cfg, 1)
     assert meta["chaos"]["overlap"] == 0.5 and meta["chaos"]["gap"] == 3.0
+
+
+def test_flip_hands_leadership_back_and_forth() -> None:
+    """flip: stop X, then each round stop the broker that leads and start the other,
+    then recover -- KAFKA-6361's alternating unclean elections."""
+    from harness.errors import UsageError
+    from nemesis.schedule import ScheduleSpec, parse_faults, schedule
+
+    spec = ScheduleSpec(faults=parse_faults("flip"), brokers=["A", "B"],
+                        partitions=[("t", 0)], time_limit=10)
+    ops = schedule(spec, 3)
+    first = ops[:ops.index(next(o for o in ops if o["f"] == "recover"))]
+    x = first[0]["nodes"][0]
+    assert first[0]["f"] == "stop" and all(o["target"] == "flip" for o in first)
+    pairs = [(first[i]["f"], first[i]["nodes"][0], first[i + 1]["f"], first[i + 1]["nodes"][0])
+             for i in range(1, len(first), 2)]
+    assert 2 <= len(pairs) <= 4
+    down = x
+    for stop, stopped, start, started in pairs:
+        assert (stop, start) == ("stop", "start") and started == down != stopped
+        down = stopped
+    steps = schedule_steps(ops)
+    assert {"stop", "start", "recover", "final-read"} <= {s.kind for s in steps}
+    with pytest.raises(UsageError, match="flip"):
+        ChaosConfig(protocol="0.11", time_limit=10, faults=parse_faults("flip"),
+                    brokers=1).broker_names()
