@@ -16,7 +16,6 @@ A CLI module: it wires the harness to the checker (tests/test_layering.py).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -24,11 +23,11 @@ from typing import Any
 
 from checker import client
 from checker.errors import CheckerError
-from contract import ANOMALY_KINDS, CHECK, SUMMARY_JSON
+from contract import ANOMALY_KINDS, HISTORY
 from harness import cli_checker
 from harness.chaos import ChaosConfig, chaos_run
 from harness.errors import UsageError, one_line
-from harness.export import export_scenario
+from harness.export import export_scenario, found_kinds
 from harness.progress import Progress
 from harness.rundir import read_meta
 from harness.runner import RunOptions, run_scenario
@@ -41,6 +40,7 @@ from harness.shrink import (
     start,
     without_chunks,
 )
+from workloads.history import count_ops
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,13 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def dispatch(args: argparse.Namespace) -> int | None:
     return cmd_shrink(args) if args.command == "shrink" else None
-
-
-def _found(run_dir: Path) -> list[str] | None:
-    path = run_dir / CHECK / SUMMARY_JSON
-    if not path.is_file():
-        return None
-    return list(json.loads(path.read_text()).get("found") or {})
 
 
 class Shrinker:
@@ -125,12 +118,7 @@ class Shrinker:
 
 def _size(c: Candidate) -> str:
     return (f"{len(c.packages)} fault package(s), {c.producers} producer(s) at "
-            f"{c.rate:g}/s, {c.consumers} consumer(s), final read at {c.end() + 2:.1f}s")
-
-
-def _ops(run_dir: Path) -> int:
-    with open(run_dir / "history.jsonl", "rb") as f:
-        return sum(1 for line in f if b'"type":"invoke"' in line)
+            f"{c.rate:g}/s, {c.consumers} consumer(s), final read at {c.final_read_at():.1f}s")
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
@@ -139,9 +127,9 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     cfg = config_of(meta)
     progress = Progress(sys.stdout, quiet=args.quiet)
     use_server = cli_checker.use_server(args)
-    found = _found(run_dir)
+    found = found_kinds(run_dir)
     try:
-        if found is None:
+        if not found:  # not checked yet (or nothing found: the check says so again)
             progress.line(f"checking {run_dir} first")
             found = sorted({a["kind"] for a in client.check([run_dir],
                                                             use_server=use_server)[0].anomalies})
@@ -151,7 +139,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         if kind not in found:
             raise UsageError(f"{run_dir} shows {', '.join(found)}, not {kind}")
         first = start(cfg, meta["chaos"]["schedule"])
-        progress.line(f"shrinking {run_dir.name} ({_size(first)}, {_ops(run_dir)} ops), "
+        before = count_ops(run_dir / HISTORY)
+        progress.line(f"shrinking {run_dir.name} ({_size(first)}, {before} ops), "
                       f"keeping {kind}; candidates in {run_dir.name}-shrink/")
         shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, use_server)
         best, best_dir = shrinker.run(first, run_dir)
@@ -160,13 +149,15 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         return e.exit_code
     if best_dir == run_dir:
         progress.line("no smaller schedule keeps it: exporting the run itself")
-    client.check([best_dir], use_server=use_server)  # its own results, for export
+    # best_dir was checked in its round (or is the checked run itself): its
+    # check/summary.json gives export the kinds to expect.
     name, text = export_scenario(best_dir)
     out = args.out or Path(f"{name}.yaml")
     out.write_text(text)
     print(f"shrunk {kind}: {len(first.packages)} -> {len(best.packages)} fault package(s), "
-          f"{_ops(run_dir)} -> {_ops(best_dir)} ops, final read at "
-          f"{first.end() + 2:.1f}s -> {best.end() + 2:.1f}s, in {shrinker.rounds} round(s)")
+          f"{before} -> {count_ops(best_dir / HISTORY)} ops, final read at "
+          f"{first.final_read_at():.1f}s -> {best.final_read_at():.1f}s, "
+          f"in {shrinker.rounds} round(s)")
     print(f"run: {best_dir}")
     print(f"scenario: {out} (isrlab reproduce {out} --protocol {cfg.protocol} --backend sim "
           f"--seed {meta['seed']})")

@@ -72,7 +72,7 @@ def export_scenario(run_dir: Path) -> tuple[str, str]:
     else:
         if not steps or steps[-1] != "final-read":
             steps.append("final-read")  # an interrupted run: read what there is
-    found = _found(run_dir)
+    found = found_kinds(run_dir)
     workload = dict(meta.get("workload") or {})
     if isinstance(meta.get("seed"), int):
         workload.setdefault("seed", meta["seed"])
@@ -127,7 +127,7 @@ def _seconds(ns: int) -> float:
     return max(0.001, round(ns / 1e9, 3))  # `until` must be positive
 
 
-def _found(run_dir: Path) -> list[str]:
+def found_kinds(run_dir: Path) -> list[str]:
     """The anomaly kinds the run's check found (none if it was not checked)."""
     try:
         summary = json.loads((run_dir / CHECK / SUMMARY_JSON).read_text(encoding="utf-8"))

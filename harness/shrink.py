@@ -43,6 +43,9 @@ class Candidate:
     def end(self) -> float:
         return max((op["at"] for p in self.packages for op in p), default=0.0)
 
+    def final_read_at(self) -> float:
+        return self.schedule()[-1]["at"]
+
     def schedule(self) -> list[dict[str, Any]]:
         """The chaos schedule: the packages, then recover and final-read."""
         ops = [dict(op) for p in self.packages for op in p]

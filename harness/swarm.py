@@ -21,10 +21,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract import HISTORY
 from harness.chaos import ChaosConfig, chaos_run
 from harness.progress import Progress
 from harness.runner import RunOptions, run_scenario
 from nemesis.schedule import FaultSpec, parse_faults
+from workloads.history import count_ops
 
 # The fault packages a run draws its mix from (when --faults does not pin it).
 FAULT_POOL = ["kill", "stop", "pause", "power-cycle", "isolate", "halves", "cut-controller",
@@ -115,9 +117,7 @@ def simulate(seed: int, spec: dict[str, Any], runs_dir: str, batch: str) -> dict
     rec = run_scenario(scenario, RunOptions(protocol=sw.protocol, backend="sim", seed=seed,
                                             runs_dir=Path(runs_dir), meta=meta),
                        Progress(quiet=True))
-    with open(rec.run_dir / "history.jsonl", "rb") as f:
-        # Operations: invocations (each completed, or left open by a crash).
-        ops = sum(1 for line in f if b'"type":"invoke"' in line)
+    ops = count_ops(rec.run_dir / HISTORY)
     return {"seed": seed, "run_dir": str(rec.run_dir),
             "error": None if rec.error is None else str(rec.error),
             "seconds": time.perf_counter() - t0, "ops": ops, "config": describe(cfg)}

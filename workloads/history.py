@@ -111,3 +111,10 @@ def read_history(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 break
     return ops
+
+
+def count_ops(path: Path) -> int:
+    """Operations in a history file: its invocations (each completed, or left open
+    by a crash), counted without parsing the lines."""
+    with open(path, "rb") as f:
+        return sum(1 for line in f if b'"type":"invoke"' in line)
