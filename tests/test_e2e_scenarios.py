@@ -161,12 +161,18 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
         backend, name, protocol = case
         for attempt in range(3):
             try:
-                return run_scenario(
+                rec = run_scenario(
                     _load_row(name),
                     RunOptions(protocol=protocol, backend=backend, runs_dir=runs_dir / backend,
                                seed=1, backend_options=(_sim_options() if backend == "sim"
                                                         else _options(backend))),
                     Progress(quiet=True))
+                # The port was free when checked, then taken by another process
+                # before a node bound it: nothing ran, so a fresh port is a fair retry.
+                if (isinstance(rec.error, UsageError) and str(rec.error).startswith(
+                        "address in use") and attempt < 2):
+                    continue
+                return rec
             except UsageError as e:
                 # A port found free, then taken by another process before the run
                 # bound it (nothing was started: check_addresses comes first).
