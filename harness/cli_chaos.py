@@ -195,9 +195,12 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
                 master: str | None = None, junit: Path | None = None,
-                results: Path | None = None, use_server: bool | None = None) -> list[RunResult]:
+                results: Path | None = None, use_server: bool | None = None,
+                reports_for_findings: bool = False) -> list[RunResult]:
     """Check `run_dirs` in one Spark batch (each run's figure assertions judged into
-    its verdict); each run's report, the index page, JUnit.
+    its verdict); each run's report (``reports_for_findings``: only the runs that
+    show an anomaly or are not valid -- a swarm's thousands of clean runs each
+    cost a render; `isrlab check RUN_DIR` renders one later), the index page, JUnit.
     Raises CheckerError (its exit status) or CheckInterrupted."""
     cli = _cli()
     out = cli._interruptible(client.check, run_dirs, master=master, progress=progress.line,
@@ -210,10 +213,11 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
     if results is not None:
         client.append_results(out, results, master=master, progress=progress.line,
                               use_server=use_server)
-    progress.line(f"rendering {len(out)} report(s)")
-    for r in out:
-        if r.error is None:
-            cli._render(r.run_dir)
+    shown = [r for r in out if r.error is None
+             and (not reports_for_findings or r.anomalies or r.verdict != "valid")]
+    progress.line(f"rendering {len(shown)} report(s)")
+    for r in shown:
+        cli._render(r.run_dir)
     progress.line(f"index: {render_index([r.summary for r in out], index)}")
     if junit is not None:
         write_junit(out, junit)

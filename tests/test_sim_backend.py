@@ -16,6 +16,7 @@ from broker.broker_core import FlushAll, StoreEffect
 from broker.log import Record
 from broker.partition import AppendRecords, TruncateLog
 from broker.sim_cluster import MemoryStore
+from contract import FINAL_PROCESS
 from harness.progress import Progress
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import find_scenario, load_scenario
@@ -96,3 +97,29 @@ def test_bad_seed_is_a_usage_error(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "seed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_final_read_converges_without_a_broker_that_halted_itself(tmp_path):
+    """0.10: B, paused while A lost m1 to a power cycle, halts when it finds the
+    leader's log behind its own (handleOffsetOutOfRange). A halted broker stays down
+    until an operator acts (a chaos run's heal restarts it, and it may halt again);
+    here the final read does not restart it, and B no longer holds the final read
+    up: the leader's log is read and the run completes (it timed out before)."""
+    text = find_scenario("last-replica-standing-loss").read_text()
+    restart = '  - start: B\n    protocols: ["0.10", "0.11", "2.0"]\n  - final-read\n'
+    assert restart in text
+    path = tmp_path / "halted.yaml"
+    path.write_text(text.replace(restart, "  - final-read: {heal: false}\n"))
+    rec = run_scenario(load_scenario(path),
+                       RunOptions(protocol="0.10", backend="sim", seed=3,
+                                  runs_dir=tmp_path / "runs"),
+                       Progress(quiet=True))
+    assert rec.error is None, rec.error
+    meta = json.loads((rec.run_dir / "run.json").read_text())
+    assert meta["status"] == "complete"
+    events = [json.loads(line) for line in (rec.run_dir / "events.jsonl").read_text().splitlines()]
+    b = [e["type"] for e in events if e["node"] == "B"]
+    assert "halt" in b and b.count("started") == 1  # down since its halt
+    ops = [json.loads(line) for line in (rec.run_dir / "history.jsonl").read_text().splitlines()]
+    final = [op for op in ops if op["process"] == FINAL_PROCESS and op["type"] == "ok"]
+    assert [op["node"] for op in final] == ["A"]  # read from the leader, B still down
