@@ -170,26 +170,31 @@ def _tally(phased: DataFrame, out: SendOps) -> None:
         F.count("ns").alias("timed"),
         F.max("ns").alias("ns_max"),
     ).collect()
-    for r in tallies:
-        s = out.runs.setdefault(r.run, RunSends())
-        s.sends += r.n_invoke
-        s.sends_ok += r.n_ok
-        s.sends_fail += r.n_fail
-        s.sends_info += r.n_info
-        s.lines += r.n_invoke + r.n_ok + r.n_fail + r.n_info
-        if r.t_lo is not None:
-            s.t0 = r.t_lo if s.t0 is None else min(s.t0, r.t_lo)
-            s.t1 = r.t_hi if s.t1 is None else max(s.t1, r.t_hi)
-        if r.d_type is not None:
-            w = s.windows.setdefault(r.n or 0, [0, 0])
-            w[0] += r.done
-            w[1] += r.done if r.d_type == "ok" else 0
-        if r.timed:
-            s.latency.add(r.bucket, r.timed, r.ns_max)
-        if r.odd_value is not None:
-            key = (r.run, r.odd_topic, r.odd_partition, r.odd_value)
+    # Unpacked by position: a Row's attribute lookup costs ~2 us, and a swarm's
+    # batch has ~750 tallies a run (~12 s of Python for 240 runs, ~1 s unpacked).
+    for (run, odd_topic, odd_partition, odd_value, n, d_type, bkt, n_invoke, n_ok, n_fail,
+         n_info, t_lo, t_hi, done, timed, ns_max) in tallies:
+        s = out.runs.get(run)
+        if s is None:
+            s = out.runs[run] = RunSends()
+        s.sends += n_invoke
+        s.sends_ok += n_ok
+        s.sends_fail += n_fail
+        s.sends_info += n_info
+        s.lines += n_invoke + n_ok + n_fail + n_info
+        if t_lo is not None:
+            s.t0 = t_lo if s.t0 is None else min(s.t0, t_lo)
+            s.t1 = t_hi if s.t1 is None else max(s.t1, t_hi)
+        if d_type is not None:
+            w = s.windows.setdefault(n or 0, [0, 0])
+            w[0] += done
+            w[1] += done if d_type == "ok" else 0
+        if timed:
+            s.latency.add(bkt, timed, ns_max)
+        if odd_value is not None:
+            key = (run, odd_topic, odd_partition, odd_value)
             out.odd.add(key)
-            if r.n_ok > 1:
+            if n_ok > 1:
                 out.acked_twice.add(key)
 
 

@@ -268,8 +268,13 @@ def _discard_gateway() -> None:
         proc.wait()
 
 
-def get_session(master: str | None = None, progress_bar: bool = False) -> SparkSession:
+def get_session(master: str | None = None, progress_bar: bool = False,
+                niced_jit: bool = True) -> SparkSession:
     """Return the cached SparkSession, starting it on first use.
+
+    ``niced_jit``: the JIT compilers of a JVM this call starts run at the lowest
+    CPU priority (below); a caller whose first check is a large batch (the swarm)
+    turns it off, as compiling the batch's hot loops early is what pays there.
 
     ``master`` defaults to ``local[2]`` (``ISRLAB_SPARK_MASTER`` overrides). Asking
     for a different master than the running session's stops and replaces it.
@@ -295,7 +300,11 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
         # time comes out of the check; niced, C2 compiles while the cores are idle
         # (a user reading the report, the warm-up) -- a cold small check ~20 ->
         # ~15 s, and no slower at 1M operations (bench/README.md).
-        jvm += " -XX:ThreadPriorityPolicy=1 -XX:CompilerThreadPriority=19"
+        # A large first batch is the opposite case: its tasks keep both cores busy,
+        # a niced C2 starves, and the batch runs in slow code (240 swarm runs, 58 MB:
+        # 138 s niced, 93 s not).
+        if niced_jit:
+            jvm += " -XX:ThreadPriorityPolicy=1 -XX:CompilerThreadPriority=19"
         jvm += "".join(f" {flag}" for flag in cds_flags())
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not
@@ -312,6 +321,10 @@ def get_session(master: str | None = None, progress_bar: bool = False) -> SparkS
                 # Run directories are many small files; do not split-pack them
                 # into huge partitions.
                 ("spark.sql.files.openCostInBytes", str(1 << 20)),
+                # A batch names every file it reads (thousands for a swarm); past
+                # 32 paths Spark lists them with a job of one task per path (~5 s
+                # for 240 runs' 1,200 files) where the driver takes milliseconds.
+                ("spark.sql.sources.parallelPartitionDiscovery.threshold", str(1 << 20)),
                 # One check generates ~370 classes; Spark's cache of 100 made every
                 # later check in a session (tests, the benchmark, a long-lived
                 # caller) compile nearly all of them again (a 20k-operation check:

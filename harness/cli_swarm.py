@@ -93,7 +93,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     progress.line(f"swarm: {args.runs} simulated run(s) of {spec.time_limit:g}s under "
                   f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]}; runs in {batch}")
     t0 = time.monotonic()
-    spark = get_session(args.master)
+    spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
     sc = spark.sparkContext
     slices = max(1, min(len(seeds), sc.defaultParallelism * 4))
     spec_d, where = spec.as_dict(), str(batch)

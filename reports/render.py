@@ -10,6 +10,7 @@ configuration.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -43,7 +44,10 @@ _CONFIG_KEYS = (
 )
 
 
+@functools.cache
 def _env() -> jinja2.Environment:
+    # One per process: compiling the templates costs more than rendering a
+    # scenario's report (a swarm or a matrix renders hundreds).
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),
