@@ -34,7 +34,8 @@ def test_draws_follow_the_seed_and_keep_what_is_pinned():
 
 @pytest.mark.spark
 def test_swarm_finds_and_replays(tmp_path):
-    r = _swarm(tmp_path / "a", "--protocol", "0.10", "--runs", "6", "--seed", "0", "--json")
+    # Seeds 10-15 under 0.10: two find a loss (12, 14), four find nothing.
+    r = _swarm(tmp_path / "a", "--protocol", "0.10", "--runs", "6", "--seed", "10", "--json")
     assert r.returncode in (0, 1), r.stderr
     out = json.loads(r.stdout)
     assert out["runs"] == 6 and len(out["rows"]) == 6
@@ -46,8 +47,16 @@ def test_swarm_finds_and_replays(tmp_path):
     assert out["finding_seeds"] == found
     assert r.returncode == (1 if found else 0) == out["exit_code"]
     assert Path(out["index"]).is_file()
+    # A report for each run that found something; the clean runs are only checked
+    # (their summary.json), a render each would cost more than their check.
+    for row in out["rows"]:
+        check = Path(row["run_dir"]) / "check"
+        assert (check / "summary.json").is_file()
+        assert (row["report"] is not None) == bool(row["kinds"]), row
+        assert (check / "report.html").is_file() == bool(row["kinds"])
+    assert found and any(not row["kinds"] for row in out["rows"]), found
     # One seed again, alone: the same run, byte for byte, and the same finding.
-    seed = next(iter(found.values()))[0] if found else 0
+    seed = next(iter(found.values()))[0]
     again = _swarm(tmp_path / "b", "--protocol", "0.10", "--runs", "1", "--seed", str(seed),
                    "--json")
     row2 = json.loads(again.stdout)["rows"][0]
