@@ -260,17 +260,26 @@ class BrokerCore:
         """The latest time (ms) `tick` must be called next (NEVER: no timer)."""
         if self.stopping:
             return NEVER
-        times = [self._next_hw_checkpoint]
-        if self._session.inflight is None:
-            times.append(self._session.next_at)
-        times += [d.deadline for d in self._produces]
-        times += [d.deadline for d in self._fetches]
+        # Asked after every input (the simulator's hottest path): a running
+        # minimum, no list.
+        due = self._next_hw_checkpoint
+        if self._session.inflight is None and self._session.next_at < due:
+            due = self._session.next_at
+        for d in self._produces:
+            if d.deadline < due:
+                due = d.deadline
+        for d in self._fetches:
+            if d.deadline < due:
+                due = d.deadline
+        parts = self.partitions
         for key, f in self._fetchers.items():
-            if f.inflight is None and self.partitions[key].role == "follower":
-                times.append(f.not_before)
-        for p in self.partitions.values():
-            times.append(p.next_tick_at())
-        return min(times)
+            if f.inflight is None and f.not_before < due and parts[key].role == "follower":
+                due = f.not_before
+        for p in parts.values():
+            t = p.next_tick_at()
+            if t < due:
+                due = t
+        return due
 
     # -- the shell's questions -----------------------------------------------------------
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checker.latency import Histogram, bucket
 from checker.scope import Scope
 from checker.sends import RunSends, SendOps
-from contract import CONTROLLER, FINAL_PROCESS, NEMESIS_PROCESS
+from contract import FINAL_PROCESS, NEMESIS_PROCESS
 
 
 def unseen_acked(scope: Scope) -> DataFrame:
@@ -29,29 +29,6 @@ def unseen_acked(scope: Scope) -> DataFrame:
         (F.coalesce("n", F.lit(0)) + F.coalesce("unseen_outside", F.lit(0))).alias(
             "unseen_acked"
         ),
-    )
-
-
-def isr_changes(events: DataFrame | None) -> DataFrame | None:
-    """run → counts of ISR shrinks and expands and leader elections (events.jsonl)."""
-    if events is None:
-        return None
-    t = F.col("type")
-    # An ISR change is the controller's decision (its event); the leader then logs
-    # the same change when it learns it. Count the controller's; a run whose
-    # controller logged none (an older run) counts the leaders'.
-    by_controller = F.col("node") == F.lit(CONTROLLER)
-
-    def changes(kind: str) -> Column:
-        ours = F.count_if((t == kind) & by_controller)
-        return F.when(F.count_if(t.isin("isr-shrink", "isr-expand") & by_controller) > 0,
-                      ours).otherwise(F.count_if(t == kind))
-
-    return events.groupBy("run").agg(
-        changes("isr-shrink").alias("isr_shrinks"),
-        changes("isr-expand").alias("isr_expands"),
-        F.count_if(t == "leader-elected").alias("leader_elections"),
-        F.count_if(t == "truncate").alias("truncations"),
     )
 
 
@@ -164,10 +141,11 @@ def availability(windows: list[tuple[int, int, str]], counts: dict[int, list[int
 
 
 def run_figures(sparse: DataFrame, windows: dict[str, list[tuple[int, int, str]]],
-                sends: SendOps, events: DataFrame | None, scope: Scope
+                sends: SendOps, events: dict[str, dict[str, int]] | None, scope: Scope
                 ) -> dict[str, dict[str, Any]]:
     """Collect the per-run figures. ``windows``: faults(sparse); ``sends``:
-    checker.sends, tallied over those windows."""
+    checker.sends, tallied over those windows; ``events``: each run's event
+    figures (checker.load.load_events)."""
     figs = op_figures(sends, sparse)
     for run, fig in figs.items():
         fig["unseen_acked"] = 0
@@ -176,9 +154,7 @@ def run_figures(sparse: DataFrame, windows: dict[str, list[tuple[int, int, str]]
     for r in unseen_acked(scope).collect():
         if r.run in figs:
             figs[r.run]["unseen_acked"] = r.unseen_acked
-    isr = isr_changes(events)
-    if isr is not None:
-        for r in isr.collect():
-            if r.run in figs:
-                figs[r.run].update({k: v for k, v in r.asDict().items() if k != "run"})
+    for run, counts in (events or {}).items():
+        if run in figs:
+            figs[run].update(counts)
     return figs

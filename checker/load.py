@@ -35,7 +35,7 @@ from checker.errors import RunDirError
 from checker.facts import LOG_FIELDS, Facts, bad_record, collect_facts
 from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
 from checker.spark import keep
-from contract import CLIENT_FS, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
+from contract import CLIENT_FS, CONTROLLER, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
 
 
 @dataclass
@@ -45,7 +45,8 @@ class Inputs:
     history: DataFrame  # run, index, time, process, type, f, topic, partition, value, ...
     logs: DataFrame  # run, broker, topic, partition, offset, epoch, value
     states: DataFrame  # run, broker, topic, partition, role, leader, leader_epoch, leo, hw, ...
-    events: DataFrame | None  # run, time, node, type, ..., raw
+    # run (URI) -> its event figures (load_events); None: no run has events.
+    events: dict[str, dict[str, int]] | None
     run_keys: dict[str, str]  # run (URI, as in the DataFrames) -> RunDir key
     # RunDir key -> the first bad line of a run set aside (its rows are not in the
     # DataFrames above). Every run given, when none is left to check.
@@ -332,31 +333,59 @@ def bad_logs(spark: SparkSession, runs: dict[str, RunDir]
     return _first_bad(slow.withColumn("run", _log_cols(runs)[0]), runs, "log")
 
 
+def _events_problem() -> Column:
+    j = F.col("j")
+    return _problem([(j[schemas.CORRUPT].isNotNull(), "corrupt"),
+                     (j["type"].isNull(), "missing field 'type'")])
+
+
+def _event_counts() -> list[Column]:
+    """A run's event figures, over its good lines (``type`` is null on a bad one).
+    An ISR change is the controller's decision (its event); the leader then logs
+    the same change when it learns it. Count the controller's; a run whose
+    controller logged none (an older run) counts the leaders'."""
+    t = F.col("type")
+    by_controller = F.col("node") == F.lit(CONTROLLER)
+
+    def changes(kind: str) -> Column:
+        ours = F.count_if((t == kind) & by_controller)
+        return F.when(F.count_if(t.isin("isr-shrink", "isr-expand") & by_controller) > 0,
+                      ours).otherwise(F.count_if(t == kind))
+
+    return [changes("isr-shrink").alias("isr_shrinks"),
+            changes("isr-expand").alias("isr_expands"),
+            F.count_if(t == "leader-elected").alias("leader_elections"),
+            F.count_if(t == "truncate").alias("truncations")]
+
+
 def load_events(spark: SparkSession, runs: dict[str, RunDir]
-                ) -> tuple[DataFrame | None, dict[str, tuple[str, RunDirError]]]:
-    """Every event line (kept, with its raw text) and each run's first bad line."""
+                ) -> tuple[dict[str, dict[str, int]] | None, dict[str, tuple[str, RunDirError]]]:
+    """Each run's event figures (run URI -> _event_counts; None: no run has
+    events) and each run's first bad line, in one pass: the checker needs no
+    event row after it (the report reads events.jsonl itself), so nothing is
+    kept. A simulated chaos run writes as many bytes of events as of history."""
     paths = [str(rd.path / EVENTS) for rd in runs.values() if rd.has_events]
     if not paths:
         return None, {}
     j = F.col("j")
-    cols = [f.name for f in schemas.EVENTS.fields if f.name != schemas.CORRUPT]
-    # The report lists events verbatim, so every event keeps its line (events are
-    # few): read as text, the slow path's shape.
-    parsed = _read_lines(spark, paths, schemas.EVENTS).withColumn(
-        "problem",
-        _problem(
-            [
-                (j[schemas.CORRUPT].isNotNull(), "corrupt"),
-                (j["type"].isNull(), "missing field 'type'"),
-            ]
-        ),
-    ).withColumn("run", _run_uri(runs, F.lit("/" + EVENTS)))
-    kept = parsed.select("run", *[j[c].alias(c) for c in cols], "raw", "file", "problem")
-    kept = keep(kept)
-    # Events are few: one look for any bad line, the per-run query only if there is.
-    any_bad = kept.filter(F.col("problem").isNotNull()).limit(1).collect()
-    bad = _first_bad(kept, runs, "events") if any_bad else {}
-    return kept.filter(F.col("problem").isNull()).drop("problem", "file"), bad
+    parsed = _read_json(spark, paths, schemas.EVENTS, with_file=len(runs) != 1).select(
+        _run_uri(runs, F.lit("/" + EVENTS)).alias("run"), j["node"].alias("node"),
+        _events_problem().alias("problem"), j["type"].alias("raw_type"))
+    good = F.col("problem").isNull()
+    rows = (
+        parsed.select("run", "node", "problem", F.when(good, F.col("raw_type")).alias("type"))
+        .groupBy("run")
+        .agg(F.count_if(~good).alias("bad_lines"), *_event_counts())
+        .collect()
+    )
+    counts = {r.run: {k: v for k, v in r.asDict().items() if k not in ("run", "bad_lines")}
+              for r in rows}
+    if not any(r.bad_lines for r in rows):
+        return counts, {}
+    # Error path: name each bad run's first bad line, from the text.
+    slow = _read_lines(spark, paths, schemas.EVENTS).withColumn("problem", _events_problem())
+    return counts, _first_bad(slow.withColumn("run", _run_uri(runs, F.lit("/" + EVENTS))),
+                              runs, "events")
 
 
 def _run_keys(runs: dict[str, RunDir], seen: set[str], history: DataFrame, single: bool
@@ -423,7 +452,8 @@ def load_inputs(
         return Inputs(history, logs, load_states(spark, {}, {}), None, {}, errors), facts
     uris = {u for u, _ in bad.values()}
     history, logs = _without(good_lines(history), uris), _without(good_lines(logs), uris)
-    events = _without(events, uris)
+    if events is not None:
+        events = {u: c for u, c in events.items() if u not in uris}
     if uris:
         facts = replace(facts, digests=[d for d in facts.digests if d.run not in uris],
                         runs=facts.runs - uris)

@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.wire import WireError
 from contract import FINAL_PROCESS
-from workloads.client import ClusterClient
+from workloads.client import ClusterClient, Leaders
 from workloads.history import FAIL, OK, History
 from workloads.runtime import REAL, Runtime, Task
 
@@ -31,8 +31,12 @@ class Consumer:
     """One consumer process with its own position in one partition."""
 
     def __init__(self, client: ClusterClient, history: History, process: int | str,
-                 topic: str, partition: int, *, max_records: int = 100) -> None:
+                 topic: str, partition: int, *, max_records: int = 100,
+                 cache_leader: bool = False) -> None:
         self.client = client
+        # A chaos workload's consumer keeps its leader until a poll fails, as
+        # Kafka's does; a scenario's poll step asks every broker each time.
+        self._leaders = Leaders(client) if cache_leader else None
         self.history = history
         self.process = process
         self.topic = topic
@@ -43,7 +47,10 @@ class Consumer:
     def poll(self) -> dict[str, Any]:
         inv = self.history.invoke(self.process, "poll", None, topic=self.topic,
                                   partition=self.partition, offset=self.position)
-        target = self.client.leader(self.topic, self.partition)
+        if self._leaders is None:
+            target = self.client.leader(self.topic, self.partition)
+        else:
+            target = self._leaders.get(self.topic, self.partition, self.client.rt.monotonic())
         if target is None:
             return self.history.complete(inv, FAIL, error="LEADER_NOT_AVAILABLE")
         node, addr = target
@@ -51,8 +58,10 @@ class Consumer:
             reply = fetch(self.client.rt, addr, self.topic, self.partition, self.position,
                           self.max_records)
         except WireError as e:
+            self._forget()
             return self.history.complete(inv, FAIL, error=f"{node}: {e}", node=node)
         if reply.get("error") is not None:
+            self._forget()
             return self.history.complete(inv, FAIL, error=reply["error"], node=node)
         records = [[r[0], r[2]] for r in reply.get("records", [])]
         if records:
@@ -62,6 +71,10 @@ class Consumer:
         # hw-regression compares polls of one epoch only.
         return self.history.complete(inv, OK, records=records, hw=reply.get("hw"), node=node,
                                      epoch=reply.get("leader_epoch"))
+
+    def _forget(self) -> None:
+        if self._leaders is not None:
+            self._leaders.forget(self.topic, self.partition)
 
 
 class ConsumerThread:

@@ -101,7 +101,8 @@ class ContinuousWorkload:
         self._consumers = [
             ConsumerThread(Consumer(client, history, CONSUMER_BASE + i,
                                     *partitions[i % len(partitions)],
-                                    max_records=max_records), poll_interval)
+                                    max_records=max_records, cache_leader=True),
+                           poll_interval)
             for i in range(consumers)
         ]
 
@@ -158,10 +159,9 @@ class ContinuousWorkload:
             for (topic, partition), n in by_partition.items():
                 # Values are taken when the batch is sent, so they rise with time.
                 values = [self.values.next() for _ in range(n)]
-                if self.batch == 1:
-                    done = [producer.send(topic, partition, values[0])]
-                else:
-                    done = producer.send_batch(topic, partition, values)
+                # Through the producer's cached leaders (send_batch), one record
+                # or many, as Kafka's producer sends.
+                done = producer.send_batch(topic, partition, values)
                 with self._lock:
                     for op in done:
                         kind = op["type"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.wire import WireError
-from workloads.client import ClusterClient, NotSent
+from workloads.client import ClusterClient, Leaders, NotSent
 from workloads.history import FAIL, INFO, OK, History
 
 # Errors a broker returns before appending: safe to retry with fresh metadata.
@@ -34,28 +34,6 @@ RETRIABLE = {
 }
 # Errors that certainly mean "not written" and are final.
 DEFINITE = {"NOT_ENOUGH_REPLICAS", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"}
-
-
-class Leaders:
-    """A producer's cached partition leaders, as Kafka's producer keeps metadata:
-    asked once, kept until a send to it fails, then asked again. (Asking every
-    broker before every batch would cost more than the batch.)"""
-
-    def __init__(self, client: ClusterClient) -> None:
-        self.client = client
-        self._known: dict[tuple[str, int], tuple[str, str]] = {}
-
-    def get(self, topic: str, partition: int, deadline: float) -> tuple[str, str] | None:
-        hit = self._known.get((topic, partition))
-        if hit is not None:
-            return hit
-        found = self.client.wait_leader(topic, partition, deadline)
-        if found is not None:
-            self._known[(topic, partition)] = found
-        return found
-
-    def forget(self, topic: str, partition: int) -> None:
-        self._known.pop((topic, partition), None)
 
 
 class Values:
