@@ -33,6 +33,7 @@ class Scripted:
         self.addr = f"{host}:{port}"
         self.script = list(script)
         self.requests: list[dict] = []
+        self.metadata_asked = 0
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -49,6 +50,7 @@ class Scripted:
             for line in f:
                 req = json.loads(line)
                 if req["type"] == "metadata":
+                    self.metadata_asked += 1
                     reply = {"error": None, "brokers": {"A": self.addr}, "partitions": [
                         {"topic": "t", "partition": 0, "leader": "A", "leader_epoch": 0,
                          "isr": ["A"], "replicas": ["A"]}]}
@@ -178,3 +180,26 @@ def test_consumer_and_final_read_pages(history: History, scripted: MakeScripted)
     assert op["process"] == "final" and op["type"] == "ok" and op["hw"] == 5
     assert op["records"] == [[i, 100 + i] for i in range(5)]
     assert [r["offset"] for r in b.requests[1:]] == [0, 2, 4]
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_chaos_consumer_keeps_its_leader_until_a_poll_fails(
+        history: History, scripted: MakeScripted, cache: bool) -> None:
+    """A chaos workload's consumer asks for metadata once and again only after a
+    failed poll, as Kafka's does; a scenario's consumer asks before every poll."""
+    ok = {"error": None, "records": [], "hw": 0, "leo": 0, "leader_epoch": 0}
+    b = scripted("127.0.0.2", [ok, ok, {"error": "NOT_LEADER_OR_FOLLOWER"}, ok])
+    c = Consumer(ClusterClient(lambda: {"A": b.addr}), history, 1, "t", 0, cache_leader=cache)
+    types = [c.poll()["type"] for _ in range(4)]
+    assert types == ["ok", "ok", "fail", "ok"]
+    assert b.metadata_asked == (2 if cache else 4)
+
+
+def test_batched_sends_keep_their_leader_until_a_send_fails(
+        history: History, scripted: MakeScripted) -> None:
+    """send_batch (every chaos send) asks for metadata once per leader it finds."""
+    b = scripted("127.0.0.2", [{"error": None, "offset": 0}, {"error": None, "offset": 1},
+                               {"error": "NOT_LEADER_OR_FOLLOWER"}, {"error": None, "offset": 2}])
+    p = producer(b.addr, history)
+    assert [op["type"] for v in (1, 2, 3) for op in p.send_batch("t", 0, [v])] == ["ok"] * 3
+    assert b.metadata_asked == 2  # once, then again after NOT_LEADER_OR_FOLLOWER
