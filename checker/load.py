@@ -72,9 +72,17 @@ def _run_uri(runs: dict[str, RunDir], inner: Column) -> Column:
     return path.substr(F.lit(1), F.length(path) - F.length(inner))
 
 
+def _literal(paths: list[str]) -> list[str]:
+    """Paths as Hadoop glob patterns that match only themselves: a run directory
+    under /tmp/night[1]/ is read as named, where '[1]' would be a character class
+    (the file "does not exist"). Spark's internal option to turn globbing off
+    reads some files twice when a path holds a bracket."""
+    return [re.sub(r"([\\\[\]{}*?])", r"\\\1", p) for p in paths]
+
+
 def _read_lines(spark: SparkSession, paths: list[str], schema) -> DataFrame:
     return (
-        spark.read.text(paths)
+        spark.read.text(_literal(paths))
         .select(F.col("_metadata.file_path").alias("file"), F.col("value").alias("raw"))
         # Blank lines carry nothing; anything else must parse.
         .filter(F.trim("raw") != "")
@@ -91,7 +99,7 @@ def _read_json(spark: SparkSession, paths: list[str], schema, *, with_file: bool
     df = (
         spark.read.schema(schema)
         .option("columnNameOfCorruptRecord", schemas.CORRUPT)
-        .json(paths)
+        .json(_literal(paths))
     )
     j = F.struct(*[F.col(f.name) for f in schema.fields]).alias("j")
     return df.select(F.col("_metadata.file_path").alias("file"), j) if with_file else df.select(j)

@@ -22,7 +22,9 @@ import gen_history  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-SOLO = "solo run"  # a space: %-encoded in the file URIs Spark names
+# A space: %-encoded in the file URIs Spark names; brackets: a glob character
+# class, were the paths read as patterns.
+SOLO = "solo run [1]"
 BROKER = "B+1"  # a '+': URL decoding would turn it into a space
 
 
