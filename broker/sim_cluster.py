@@ -4,7 +4,8 @@ The controller (`ControllerCore`) and every broker (`BrokerCore`) are the same
 sans-IO code the processes run; this module only plays their shells: it keeps
 each broker's files in memory (`MemoryStore`, written and fsynced bytes told
 apart), carries messages between nodes with seeded latencies, drops them across
-a network partition, holds them for a `delay`, and fires each node's timers.
+a network partition, holds them for a `delay`, loses or duplicates them at the
+rates it is given (`Network`), and fires each node's timers.
 Everything happens in one event queue ordered by (virtual time, sequence), and
 every random choice comes from one seeded generator, so a seed and a config give
 the same run every time.
@@ -48,6 +49,35 @@ Key = tuple[str, int]
 INF = float("inf")
 # One-way latency of a message between two nodes, ms (uniform); a loopback hop.
 DEFAULT_LATENCY_MS = (0.05, 0.5)
+# What a Kafka client sends; the harness's own requests (status, admin, events) ride a
+# control channel no network fault touches, as Jepsen's control connection does.
+CLIENT_REQUESTS = frozenset({"produce", "fetch", "metadata"})
+
+
+@dataclass(frozen=True)
+class Network:
+    """Message faults, per message (a probability each, 0 <= p < 1).
+
+    ``loss``: a request or its answer is lost -- in TCP terms the connection broke
+    with it in flight -- and the sender times out, as behind a partition.
+    ``duplicate``: a request is handled twice (the second answer is dropped): what a
+    client's resend does when its first attempt went through but the answer did not
+    come back; a produce appends twice (no idempotent producer, KIP-98, is modelled).
+    Between nodes and on the clients' produce, fetch and metadata requests. At 0 (the
+    default) no random number is drawn for them, so a seed's run is what it was.
+    """
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("loss", "duplicate"):
+            v = getattr(self, name)
+            if not 0 <= v < 1:
+                raise ValueError(f"network {name} must be a probability in [0, 1), got {v!r}")
+
+    def as_dict(self) -> dict[str, float]:
+        return {"loss": self.loss, "duplicate": self.duplicate}
 
 
 class SimDeadlock(RuntimeError):
@@ -154,10 +184,11 @@ class SimCluster:
 
     def __init__(self, config: dict[str, Any], seed: int,
                  latency_ms: tuple[float, float] = DEFAULT_LATENCY_MS,
-                 on_event: EventSink | None = None) -> None:
+                 on_event: EventSink | None = None, network: Network | None = None) -> None:
         self.config = config
         self.rng = random.Random(seed)
         self.latency_ms = latency_ms
+        self.network = network or Network()
         self.on_event = on_event
         self.on_fetch_round: FetchHook | None = None
         self.now = 0.0
@@ -189,6 +220,10 @@ class SimCluster:
     def _latency(self) -> float:
         lo, hi = self.latency_ms
         return self.rng.uniform(lo, hi)
+
+    def _chance(self, p: float) -> bool:
+        """A seeded coin with heads at probability p; no draw at all when p is 0."""
+        return p > 0 and self.rng.random() < p
 
     # -- processes ----------------------------------------------------------------------
 
@@ -442,6 +477,11 @@ class SimCluster:
             return
         inc = d.incarnation
         rtype = str(msg.get("type", ""))
+        net = self.network if src is not None or rtype in CLIENT_REQUESTS else None
+        about = {"peer": src if src is not None else "client", "request": rtype}
+        if rtype == "produce" and net is not None:  # which records (reports/story.py)
+            about.update(topic=msg.get("topic"), partition=msg.get("partition"),
+                         values=msg["values"] if "values" in msg else [msg.get("value")])
 
         def reply(resp: dict[str, Any] | None) -> None:
             if resp is None or (src is not None and src in d.blocked):
@@ -450,6 +490,9 @@ class SimCluster:
             def out() -> None:
                 if src is not None and src in d.blocked:
                     return
+                if net is not None and self._chance(net.loss):
+                    self._emit(d, "net-lost", {**about, "direction": "out"})
+                    return  # the sender times out
                 self.at(self.now + back, lambda: answer(resp))
 
             self._held(d, src, "out", rtype, out)
@@ -471,7 +514,17 @@ class SimCluster:
                 return
             self._held(d, src, "in", rtype, lambda: self._input(d, inc, handle))
 
+        if net is not None and self._chance(net.loss):
+            self._emit(d, "net-lost", {**about, "direction": "in"})
+            return  # the sender times out
         self.at(self.now + self._latency(), arrive)
+        if net is not None and self._chance(net.duplicate):
+            def again() -> None:
+                if d.up and d.incarnation == inc:
+                    self._emit(d, "net-duplicated", about)
+                arrive()
+
+            self.at(self.now + self._latency(), again)
 
     def _controller_answer(self, node: SimNode, msg: dict[str, Any],
                            now: float) -> dict[str, Any]:

@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--base-image", metavar="IMAGE",
                    help="docker: build the broker image on this base (e.g. python:3.11-slim) "
                         "instead of the debootstrapped one")
+    add_network_flags(r)
     _output_flags(r)
 
     c = sub.add_parser("check", help="check run directories with the Spark checker")
@@ -310,12 +311,47 @@ def backend_options(args: argparse.Namespace, backend: str | None = None,
     if hosts is not None:
         raise UsageError("--hosts applies to --backend ssh only")
     options: dict[str, Any] = {"port": args.port if port is None else port}
+    network = network_option(args)
+    if network is not None:
+        if backend != "sim":
+            raise UsageError("--net-loss and --net-duplicate apply to --backend sim only "
+                             "(docs/sim.md)")
+        options["network"] = network
     if base_image:
         options["base_image"] = base_image
     if backend == "docker":
         # Image builds report progress on stderr unless the user asked for quiet.
         options["quiet"] = args.quiet
     return options
+
+
+def _message_probability(text: str) -> float:
+    try:
+        p = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= p < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a probability in [0, 1)")
+    return p
+
+
+def add_network_flags(p: argparse.ArgumentParser) -> None:
+    """The simulator's message faults (broker.sim_cluster.Network)."""
+    p.add_argument("--net-loss", type=_message_probability, default=0.0, metavar="P",
+                   help="sim: lose each message (a request or its answer) with probability P; "
+                        "its sender times out")
+    p.add_argument("--net-duplicate", type=_message_probability, default=0.0, metavar="P",
+                   help="sim: handle each request twice with probability P (a resend)")
+
+
+def network_option(args: argparse.Namespace) -> Any:
+    """The --net-* flags as a broker.sim_cluster.Network; None when none is set."""
+    loss, dup = getattr(args, "net_loss", 0.0), getattr(args, "net_duplicate", 0.0)
+    if not loss and not dup:
+        return None
+    from broker.sim_cluster import Network
+
+    return Network(loss=loss, duplicate=dup)
 
 
 def add_hosts_flag(p: argparse.ArgumentParser) -> None:

@@ -115,6 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--runs-dir", type=Path, default=Path("runs"))
     c.add_argument("--port", type=_port, default=19092)
     cli.add_hosts_flag(c)
+    cli.add_network_flags(c)
     c.add_argument("--brokers", type=_type(_positive_int), default=3)
     c.add_argument("--partitions", type=_type(_positive_int), default=3)
     c.add_argument("--producers", type=_type(_positive_int), default=4)

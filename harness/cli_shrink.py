@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from broker.sim_cluster import Network
 from checker import client
 from checker.errors import CheckerError
 from contract import ANOMALY_KINDS, HISTORY
@@ -60,8 +61,11 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 class Shrinker:
     def __init__(self, run_dir: Path, cfg: ChaosConfig, seed: int, kind: str,
-                 progress: Progress, use_server: bool | None) -> None:
+                 progress: Progress, use_server: bool | None,
+                 network: Network | None = None) -> None:
         self.cfg, self.seed, self.kind = cfg, seed, kind
+        # The run's message faults (run.json `network`): every candidate has them.
+        self.options = {"network": network} if network is not None else {}
         self.progress, self.use_server = progress, use_server
         self.work = run_dir.parent / f"{run_dir.name}-shrink"
         self.source = run_dir.name
@@ -81,7 +85,8 @@ class Shrinker:
             meta["shrink"] = {"from": self.source, "round": self.rounds, "what": c.what}
             rec = run_scenario(scenario, RunOptions(
                 protocol=self.cfg.protocol, backend="sim", seed=self.seed,
-                runs_dir=self.work, meta=meta), Progress(quiet=True))
+                runs_dir=self.work, meta=meta, backend_options=self.options),
+                Progress(quiet=True))
             dirs.append(rec.run_dir)
         results = self.check(dirs)
         kept = sorted((c.size(), i) for i, (c, r) in enumerate(zip(cands, results, strict=True))
@@ -142,7 +147,9 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         before = count_ops(run_dir / HISTORY)
         progress.line(f"shrinking {run_dir.name} ({_size(first)}, {before} ops), "
                       f"keeping {kind}; candidates in {run_dir.name}-shrink/")
-        shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, use_server)
+        network = Network(**meta["network"]) if meta.get("network") else None
+        shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, use_server,
+                            network)
         best, best_dir = shrinker.run(first, run_dir)
     except CheckerError as e:
         print(f"isrlab: checker: {one_line(e)}", file=sys.stderr)
@@ -159,6 +166,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
           f"{first.final_read_at():.1f}s -> {best.final_read_at():.1f}s, "
           f"in {shrinker.rounds} round(s)")
     print(f"run: {best_dir}")
+    net = "".join(f" --net-{k} {v:g}" for k, v in (meta.get("network") or {}).items() if v)
     print(f"scenario: {out} (isrlab reproduce {out} --protocol {cfg.protocol} --backend sim "
-          f"--seed {meta['seed']})")
+          f"--seed {meta['seed']}{net})")
     return 0

@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--rate", type=_type(_positive_float), default=10.0,
                    help="records per second per run (default 10)")
     s.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    cli.add_network_flags(s)
     cli._output_flags(s)
 
 
@@ -80,7 +81,8 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     broker_cfg, controller_cfg = parse_sets(args.sets)
     spec = SwarmSpec(protocol=args.protocol, time_limit=args.time_limit, faults=args.faults,
                      acks=ACKS[args.acks] if args.acks else None, broker_config=broker_cfg,
-                     controller_config=controller_cfg, rate=args.rate)
+                     controller_config=controller_cfg, rate=args.rate,
+                     net_loss=args.net_loss, net_duplicate=args.net_duplicate)
     if args.master is not None and args.master.startswith("sc://"):
         raise UsageError("isrlab swarm runs its simulations as Spark tasks, which Spark "
                          "Connect (sc://) does not offer; give local[N] or spark://HOST:PORT")

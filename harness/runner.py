@@ -117,6 +117,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         # Who runs it: a "running" run whose owner is gone crashed (`isrlab collect`).
         owner=Owner.this_process().as_record(),
     )
+    meta.update(backend.run_meta())
     meta.update(opts.meta)
     run.write_meta(**meta)
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.sim_cluster import Network
 from contract import HISTORY
 from harness.chaos import ChaosConfig, chaos_run
 from harness.progress import Progress
@@ -63,6 +64,10 @@ class SwarmSpec:
     consumers: int = 1
     producers: int = 2
     poll_interval: float = 0.25
+    # Message faults of every run (broker.sim_cluster.Network; not drawn: a seed's
+    # run without them is what it always was).
+    net_loss: float = 0.0
+    net_duplicate: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,9 +119,11 @@ def simulate(seed: int, spec: dict[str, Any], runs_dir: str, batch: str) -> dict
     meta["chaos"].update(batch=batch)
     meta["swarm"] = {"seed": seed, "batch": batch, "config": describe(cfg)}
     t0 = time.perf_counter()
-    rec = run_scenario(scenario, RunOptions(protocol=sw.protocol, backend="sim", seed=seed,
-                                            runs_dir=Path(runs_dir), meta=meta),
-                       Progress(quiet=True))
+    network = Network(sw.net_loss, sw.net_duplicate)
+    rec = run_scenario(scenario, RunOptions(
+        protocol=sw.protocol, backend="sim", seed=seed, runs_dir=Path(runs_dir), meta=meta,
+        backend_options={"network": network} if network != Network() else {}),
+        Progress(quiet=True))
     ops = count_ops(rec.run_dir / HISTORY)
     return {"seed": seed, "run_dir": str(rec.run_dir),
             "error": None if rec.error is None else str(rec.error),

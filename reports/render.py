@@ -26,7 +26,8 @@ from reports.units import figure_row, fmt_time
 MAX_EVENTS = 2000
 # A story line's kind, as its tag in the report.
 KIND_WORDS = {"ack": "acked", "fault": "fault", "power-cycle": "power cycle",
-              "truncate": "truncation", "election": "election", "final": "final read"}
+              "truncate": "truncation", "election": "election", "final": "final read",
+              "resend": "resent"}
 
 _CONFIG_KEYS = (
     "run_id",

@@ -135,6 +135,8 @@ class Facts:
         self.power_cycles: dict[str, list[Item]] = {}
         self.final: dict[str, Item] = {}
         self.acks: dict[str, dict[int, list[dict[str, Any]]]] = {}
+        # part -> value -> the sim's net-duplicated events of a produce carrying it
+        self.resends: dict[str, dict[Any, list[Item]]] = {}
         labels = data.meta.get("labels") or {}
         self.labels = {v: lab for lab, vs in labels.items() if isinstance(vs, list) for v in vs}
         self._events(data.events)
@@ -171,6 +173,9 @@ class Facts:
                 self.hw_moves.setdefault(part, {}).setdefault(node, []).append(it)
             elif typ == "flush":
                 self.flushes.setdefault(part, {}).setdefault(node, []).append(it)
+            elif typ == "net-duplicated" and it.get("request") == "produce":
+                for v in it.get("values") or []:
+                    self.resends.setdefault(part, {}).setdefault(v, []).append(it)
             if node == "controller" and typ in ("leader-elected", "isr-shrink", "isr-expand",
                                                 "leader-offline"):
                 self.isr_changes.setdefault(part, []).append(it)
@@ -449,6 +454,7 @@ class Line:
     had: dict[int, str] = field(default_factory=dict)  # power-cycle: offset -> evidence
     missed: dict[int, Any] = field(default_factory=dict)  # fault: offset -> value
     finals: dict[int, Any] = field(default_factory=dict)  # final: offset -> lost value
+    twice: dict[Any, list[int]] = field(default_factory=dict)  # final: value -> its offsets
     acks: Any = None  # ack: the producer's acks
     epoch: int | None = None  # ack: the acknowledging leader's epoch
     isr: list[str] | None = None  # ack: the ISR when it was acknowledged
@@ -483,7 +489,7 @@ class Cause:
     @property
     def explained(self) -> bool:
         """Whether a protocol step (election, truncation, power cycle, fault) is named."""
-        return bool(self.kinds & {"election", "truncate", "power-cycle", "fault"})
+        return bool(self.kinds & {"election", "truncate", "power-cycle", "fault", "resend"})
 
 
 @dataclass
@@ -713,6 +719,39 @@ class _Builder:
         title = f"{f.value_name(v)}, acknowledged at {part} offset {offset}, lost"
         return Cause("lost-write", part, title, [offset], steps)
 
+    # -- duplicate ---------------------------------------------------------------------
+
+    def duplicate(self, a: dict[str, Any]) -> Cause | None:
+        """A value at two offsets, told by the produce request the network handed its
+        leader twice (the sim's `--net-duplicate`): the ack, the second copy, the
+        final read. Without such an event the story has nothing to tell."""
+        f = self.f
+        w = a.get("witness") or {}
+        part = pkey(w.get("topic", a.get("topic")), w.get("partition", a.get("partition")))
+        v = w.get("value")
+        offsets = sorted(x["offset"] for x in w.get("at") or []
+                         if isinstance(x, dict) and isinstance(x.get("offset"), int))
+        resends = f.resends.get(part, {}).get(v, [])
+        if len(offsets) < 2 or not resends:
+            return None
+        steps: list[Step] = []
+        for s in w.get("sends") or []:
+            op = f.ops.get(s.get("index")) if isinstance(s, dict) else None
+            ln = self.ack_line(op, part) if op is not None and op.get("type") == "ok" else None
+            if ln is not None:
+                steps.append(Step(ln, "acknowledged once"))
+        for it in resends:
+            ln = self.line(f"resend:{it.id}", "resend", it, node=it.node, part=part)
+            ln.values.update({o: v for o in offsets})
+            steps.append(Step(ln, f"{it.node} handles the produce twice"))
+        fin = f.final.get(part)
+        if fin is not None:
+            ln = self.line(f"final:{part}", "final", fin, part=part)
+            ln.twice[v] = offsets
+            steps.append(Step(ln, "final read"))
+        title = f"{f.value_name(v)} at {part} offsets {', '.join(map(str, offsets))}"
+        return Cause("duplicate", part, title, offsets, steps)
+
     # -- divergence --------------------------------------------------------------------
 
     def divergence(self, a: dict[str, Any]) -> Cause | None:
@@ -780,6 +819,8 @@ def build(data: RunData, facts: Facts | None = None) -> tuple[Story, Facts]:
             cause = b.lost_write(a)
         elif kind == "divergence":
             cause = b.divergence(a)
+        elif kind == "duplicate":
+            cause = b.duplicate(a)
         if cause is None:
             uncaused[str(kind)] = uncaused.get(str(kind), 0) + 1
             continue
@@ -800,8 +841,8 @@ def build(data: RunData, facts: Facts | None = None) -> tuple[Story, Facts]:
                  [(r, RULES[r]) for r in named]), f
 
 
-_KIND_ORDER = {"fault": 0, "ack": 1, "power-cycle": 2, "truncate": 3, "election": 4,
-               "final": 6}
+_KIND_ORDER = {"fault": 0, "ack": 1, "resend": 2, "power-cycle": 2, "truncate": 3,
+               "election": 4, "final": 6}
 
 
 def _merge_acks(lines: list[Line], causes: list[Cause]) -> list[Line]:
@@ -990,6 +1031,16 @@ def _text(ln: Line, f: Facts) -> str:
                 if ln.restart else "restarts")
         return (f"Power-cycle of {ln.node}: killed, and every byte not fsynced is dropped. "
                 f"{ln.node} {back} ({since}), without {gone}.")
+    if ln.kind == "resend" and it is not None:
+        at: dict[Any, list[int]] = {}
+        for o, v in sorted(ln.values.items()):
+            at.setdefault(v, []).append(o)
+        held = "; ".join(f"{f.value_name(v)} at {offsets_phrase(offs)}"
+                         for v, offs in at.items())
+        return (f"The network hands {ln.node} a produce request from {it.get('peer')} a "
+                "second time (a resend whose first attempt went through), and it appends "
+                f"the records again: {ln.part} holds {held}. No idempotent producer "
+                "(KIP-98) tells the copy apart.")
     if ln.kind == "truncate" and it is not None:
         return _truncate_text(ln, it, f)
     if ln.kind == "election" and it is not None:
@@ -1007,6 +1058,8 @@ def _text(ln: Line, f: Facts) -> str:
             else:
                 parts.append(f"{f.value_name(v)} at offset {o} is not in it: the log ends "
                              f"at offset {end}")
+        parts += [f"{f.value_name(v)} is at {offsets_phrase(offs)}"
+                  for v, offs in sorted(ln.twice.items(), key=lambda x: x[1])]
         return (f"Final read of {ln.part}: {plural(len(by_off), 'record')}"
                 + (f" ({offsets_phrase(range(end))})" if end else "")
                 + "; " + "; ".join(parts) + ".")

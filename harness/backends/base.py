@@ -158,6 +158,10 @@ class Backend(ABC):
         path.write_text(json.dumps(self.spec.process_config(addresses), indent=2) + "\n")
         return path
 
+    def run_meta(self) -> dict[str, Any]:
+        """run.json fields this backend's runs add (the sim backend: its network)."""
+        return {}
+
     # -- what a run observes it with ------------------------------------------
 
     def run_clock(self) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from broker.sim_cluster import SimCluster
+from broker.sim_cluster import Network, SimCluster
 from contract import CONTROLLER
 from harness.backends.base import Backend, ClusterSpec
 from harness.collect import hosted_partitions, log_rows, offline_replicas, write_replica
@@ -50,12 +50,15 @@ class SimBackend(Backend):
     deterministic = True
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, *, seed: int = 0,
-                 stop_timeout: float = 15.0, port: int | None = None) -> None:
+                 stop_timeout: float = 15.0, port: int | None = None,
+                 network: Network | None = None) -> None:
         super().__init__(spec, run_dir)
         self.stop_timeout = stop_timeout
         addresses = {b: PREFIX + b for b in spec.brokers}
         self.collector: SimEventsCollector | None = None
-        self.cluster = SimCluster(spec.process_config(addresses), seed, on_event=self._event)
+        self.network = network or Network()
+        self.cluster = SimCluster(spec.process_config(addresses), seed, on_event=self._event,
+                                  network=self.network)
         self.rt = SimRuntime(self.cluster, self._node_of)
         self.tracer: Tracer | None = None
 
@@ -71,6 +74,10 @@ class SimBackend(Backend):
 
     def check_addresses(self) -> None:
         return None  # nothing listens on this host
+
+    def run_meta(self) -> dict[str, Any]:
+        # Only when set: a run without message faults keeps the run.json it had.
+        return {"network": self.network.as_dict()} if self.network != Network() else {}
 
     def run_clock(self) -> SimClock:
         return SimClock(self.cluster)
