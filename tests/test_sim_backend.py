@@ -79,7 +79,7 @@ def test_reproduce_on_sim_exits_as_on_local(tmp_path, protocol, code):
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "reproduce", "kip101-hw-truncation-loss",
          "--protocol", protocol, "--backend", "sim", "--seed", "3", "--runs-dir",
-         str(tmp_path), "--no-server", "--quiet"],
+         str(tmp_path), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert ("lost-write" in proc.stdout) == (code == 1)
@@ -123,3 +123,102 @@ def test_final_read_converges_without_a_broker_that_halted_itself(tmp_path):
     ops = [json.loads(line) for line in (rec.run_dir / "history.jsonl").read_text().splitlines()]
     final = [op for op in ops if op["process"] == FINAL_PROCESS and op["type"] == "ok"]
     assert [op["node"] for op in final] == ["A"]  # read from the leader, B still down
+
+
+# -- message loss and duplication (broker.sim_cluster.Network) -------------------------
+
+# latest, acks all, min.insync.replicas 2, unclean election off: nothing acknowledged
+# may be lost, whatever the network does (no power cycles: docs/sim.md#swarm).
+SAFE = dict(protocol="latest", acks="all", faults="kill,pause,isolate",
+            broker_config={"min.insync.replicas": 2, "unclean.leader.election.enable": False},
+            time_limit=20.0)
+
+
+def _sim(tmp: Path, seed: int, **net: float) -> Path:
+    from harness.swarm import SwarmSpec, simulate
+
+    out = simulate(seed, SwarmSpec(**SAFE, **net).as_dict(), str(tmp), "net")
+    assert out["error"] is None, out["error"]
+    return Path(out["run_dir"])
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes()
+            for p in sorted([run / "history.jsonl", run / "events.jsonl",
+                             *run.glob("replicas/*/log.jsonl")])}
+
+
+@pytest.mark.spark
+def test_lost_and_duplicated_messages_are_seeded_and_lose_nothing_acked_under_latest(
+        tmp_path):
+    from checker.client import check
+
+    plain = _sim(tmp_path / "plain", 3)
+    zero = _sim(tmp_path / "zero", 3, net_loss=0.0, net_duplicate=0.0)
+    # No message faults asked for: not one random number more, the same run.
+    assert _files(zero) == _files(plain)
+    assert "network" not in json.loads((plain / "run.json").read_text())
+
+    lossy = _sim(tmp_path / "lossy", 3, net_loss=0.05)
+    again = _sim(tmp_path / "again", 3, net_loss=0.05)
+    assert _files(lossy) == _files(again)  # replayed byte for byte
+    assert json.loads((lossy / "run.json").read_text())["network"] == {
+        "loss": 0.05, "duplicate": 0.0}
+    lost = [e for e in _lines(lossy / "events.jsonl") if e["type"] == "net-lost"]
+    assert {e["direction"] for e in lost} == {"in", "out"}
+    # Clients' requests, the brokers' fetches, the controller's heartbeats: all lose some.
+    assert "client" in {e["peer"] for e in lost}
+    assert {"controller", "A"} <= {e["node"] for e in lost}
+    # A lost produce or its lost answer: the producer cannot know (Jepsen's info).
+    def unknown(run: Path) -> int:
+        return sum(1 for o in _lines(run / "history.jsonl")
+                   if o["f"] == "send" and o["type"] == "info")
+    assert unknown(lossy) > unknown(plain)
+
+    dup = _sim(tmp_path / "dup", 3, net_duplicate=0.05)
+    assert any(e["type"] == "net-duplicated" and e["request"] == "produce"
+               for e in _lines(dup / "events.jsonl"))
+    values = [r["value"] for r in _lines(dup / "replicas" / "A" / "log.jsonl")]
+    assert len(values) > len(set(values))  # a produce handled twice appends twice
+
+    results = {r.run_dir.resolve(): r for r in check([plain, lossy, dup])}
+    kinds = {run: {a["kind"] for a in results[run.resolve()].anomalies}
+             for run in (plain, lossy, dup)}
+    assert kinds[plain] == set() and kinds[lossy] == set(), kinds
+    # No idempotent producer is modelled: a resent produce is a duplicate record.
+    assert kinds[dup] == {"duplicate"}, kinds
+    # The report's story names the resend as each duplicate's cause.
+    from reports import story
+    from reports.rundata import load
+
+    st, _ = story.build(load(dup))
+    assert st.causes and st.uncaused == []
+    assert all(c.kind == "duplicate" and "resend" in c.kinds and c.explained
+               for c in st.causes)
+    resent = [ln.text for ln in st.lines if ln.kind == "resend"]
+    assert resent and all("a second time" in t and "KIP-98" in t for t in resent), resent
+
+
+SIM_CHAOS = ["chaos", "--protocol", "0.10", "--time-limit", "5s", "--backend", "sim"]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    ([*SIM_CHAOS, "--net-loss", "1"], "not a probability in [0, 1)"),
+    ([*SIM_CHAOS, "--net-duplicate", "x"], "'x' is not a number"),
+    (["chaos", "--protocol", "0.10", "--time-limit", "5s", "--net-loss", "0.1"],
+     "apply to --backend sim only"),
+    (["reproduce", "kip101-hw-truncation-loss", "--protocol", "0.10", "--net-duplicate",
+      "0.1"], "apply to --backend sim only"),
+    (["swarm", "--protocol", "0.10", "--runs", "1", "--net-loss", "-0.1"],
+     "not a probability in [0, 1)"),
+])
+def test_bad_network_flags_are_usage_errors(tmp_path, args, said):
+    r = subprocess.run([sys.executable, "-m", "harness.cli", *args, "--runs-dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and said in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from harness.swarm import SwarmSpec, draw_config
+from checker.client import check
+from harness.swarm import SwarmSpec, draw_config, simulate
 
 
 def _swarm(tmp: Path, *args: str) -> subprocess.CompletedProcess:
@@ -50,21 +51,23 @@ def test_swarm_finds_and_replays(tmp_path):
     # A report for each run that found something; the clean runs are only checked
     # (their summary.json), a render each would cost more than their check.
     for row in out["rows"]:
-        check = Path(row["run_dir"]) / "check"
-        assert (check / "summary.json").is_file()
+        out_dir = Path(row["run_dir"]) / "check"
+        assert (out_dir / "summary.json").is_file()
         assert (row["report"] is not None) == bool(row["kinds"]), row
-        assert (check / "report.html").is_file() == bool(row["kinds"])
+        assert (out_dir / "report.html").is_file() == bool(row["kinds"])
     assert found and any(not row["kinds"] for row in out["rows"]), found
-    # One seed again, alone: the same run, byte for byte, and the same finding.
+    # One seed again, alone, as a swarm task runs it (harness.swarm.simulate): the
+    # same run, byte for byte, and the same finding.
     seed = next(iter(found.values()))[0]
-    again = _swarm(tmp_path / "b", "--protocol", "0.10", "--runs", "1", "--seed", str(seed),
-                   "--json")
-    row2 = json.loads(again.stdout)["rows"][0]
+    again = simulate(seed, SwarmSpec(protocol="0.10").as_dict(), str(tmp_path / "b"), "b")
     row1 = next(row for row in out["rows"] if row["seed"] == seed)
-    assert row2["kinds"] == row1["kinds"] and row2["config"] == row1["config"]
-    for f in ("history.jsonl", "events.jsonl"):
-        assert (Path(row2["run_dir"]) / f).read_bytes() == (Path(row1["run_dir"]) / f
-                                                             ).read_bytes()
+    run1, run2 = Path(row1["run_dir"]), Path(again["run_dir"])
+    assert again["config"] == row1["config"]
+    logs = sorted(str(p.relative_to(run1)) for p in run1.glob("replicas/*/log.jsonl"))
+    for f in ("history.jsonl", "events.jsonl", *logs):
+        assert (run2 / f).read_bytes() == (run1 / f).read_bytes(), f
+    (result,) = check([run2])
+    assert sorted({a["kind"] for a in result.anomalies}) == row1["kinds"]
 
 
 @pytest.mark.parametrize(("args", "said"), [
