@@ -340,13 +340,23 @@ class StepRunner:
                 ctx.progress.line(f"  healed: {op['f']} {_value(op['value'])}")
         for topic in ctx.backend.spec.topics:
             for partition, replicas in enumerate(topic["replicas"]):
-                leader, addr = self._await_converged(topic["name"], partition, replicas,
-                                                     step.args["timeout"])
-                try:
-                    op = final_read(ctx.history, leader, addr, topic["name"], partition,
-                                    rt=ctx.rt)
-                except FinalReadError as e:
-                    raise RunIncomplete(str(e)) from e
+                deadline = ctx.rt.monotonic() + step.args["timeout"]
+                while True:
+                    leader, addr = self._await_converged(
+                        topic["name"], partition, replicas,
+                        max(deadline - ctx.rt.monotonic(), 0.001))
+                    try:
+                        op = final_read(ctx.history, leader, addr, topic["name"], partition,
+                                        rt=ctx.rt)
+                        break
+                    except FinalReadError as e:
+                        # The leader moved while it was read (a session lost on a lossy
+                        # network), or the read's messages were: converge and read
+                        # again (the failed read is in the history as `fail`).
+                        if ctx.rt.monotonic() >= deadline:
+                            raise RunIncomplete(str(e)) from e
+                        ctx.progress.line(f"  {e}: reading again")
+                        ctx.rt.sleep(0.1)
                 ctx.progress.line(f"  final read {topic['name']}/{partition} from {leader}: "
                                   f"{len(op['records'])} record(s), hw {op['hw']}")
 

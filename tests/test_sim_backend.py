@@ -203,6 +203,33 @@ def test_lost_and_duplicated_messages_are_seeded_and_lose_nothing_acked_under_la
     assert resent and all("a second time" in t and "KIP-98" in t for t in resent), resent
 
 
+def test_the_final_read_outlasts_a_lossy_network(tmp_path):
+    """1 % of messages lost, latest, safe settings. Seed 4: a page of the final read is
+    lost and asked again. Seed 11: the leader moves while t/1 is read (NOT_LEADER):
+    the read is recorded as failed, the partition converges again and is read anew.
+    Both runs complete (before, each ended incomplete at the final read)."""
+    from harness.swarm import SwarmSpec, simulate
+
+    safe = {k: v for k, v in SAFE.items() if k not in ("faults", "time_limit")}
+    cases = {4: SwarmSpec(**safe, faults="kill,pause,isolate", time_limit=20.0, net_loss=0.01),
+             11: SwarmSpec(**safe, faults="kill,stop,pause,isolate,halves,cut-controller",
+                           net_loss=0.01)}
+    final = {}
+    for seed, spec in cases.items():
+        out = simulate(seed, spec.as_dict(), str(tmp_path), "final")
+        run = Path(out["run_dir"])
+        assert out["error"] is None, out["error"]
+        final[seed] = [o for o in _lines(run / "history.jsonl") if o["process"] == FINAL_PROCESS]
+        t0 = final[seed][0]["time"]
+        if seed == 4:
+            assert any(e["type"] == "net-lost" and e["request"] == "fetch" and e["time"] >= t0
+                       for e in _lines(run / "events.jsonl"))
+    assert [o["type"] for o in final[4]] == ["invoke", "ok"] * 2
+    assert [(o["type"], o["partition"], o.get("error")) for o in final[11]] == [
+        ("invoke", 0, None), ("ok", 0, None), ("invoke", 1, None),
+        ("fail", 1, "NOT_LEADER_OR_FOLLOWER"), ("invoke", 1, None), ("ok", 1, None)]
+
+
 SIM_CHAOS = ["chaos", "--protocol", "0.10", "--time-limit", "5s", "--backend", "sim"]
 
 

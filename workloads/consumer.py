@@ -14,7 +14,7 @@ from broker.wire import WireError
 from contract import FINAL_PROCESS
 from workloads.client import ClusterClient, Leaders
 from workloads.history import FAIL, OK, History
-from workloads.runtime import REAL, Runtime, Task
+from workloads.runtime import REAL, NotSent, Runtime, Task
 
 
 def fetch(rt: Runtime, addr: str, topic: str, partition: int, offset: int, max_records: int,
@@ -104,6 +104,12 @@ class FinalReadError(Exception):
     pass
 
 
+# A page of the final read is asked again this many times in all when its request or
+# answer is lost (a broken connection, the sim's --net-loss): a fetch reads, so asking
+# again changes nothing, as a consumer's retry does not.
+FINAL_READ_ATTEMPTS = 3
+
+
 def final_read(history: History, leader: str, addr: str, topic: str, partition: int,
                *, page: int = 1000, rt: Runtime = REAL) -> dict[str, Any]:
     """Read every record below the leader's HW from offset 0, all pages, as one
@@ -113,11 +119,20 @@ def final_read(history: History, leader: str, addr: str, topic: str, partition: 
     position = 0
     hw: int | None = None
     while True:
-        try:
-            reply = fetch(rt, addr, topic, partition, position, page)
-        except WireError as e:
-            history.complete(inv, FAIL, error=f"{leader}: {e}", node=leader)
-            raise FinalReadError(f"final read of {topic}/{partition} from {leader}: {e}") from e
+        reply: dict[str, Any] | None = None
+        error: WireError | None = None
+        for _ in range(FINAL_READ_ATTEMPTS):
+            try:
+                reply = fetch(rt, addr, topic, partition, position, page)
+                break
+            except NotSent as e:  # nothing listens there: asking again will not help
+                error = e
+                break
+            except WireError as e:
+                error = e
+        if reply is None:
+            history.complete(inv, FAIL, error=f"{leader}: {error}", node=leader)
+            raise FinalReadError(f"final read of {topic}/{partition} from {leader}: {error}")
         if reply.get("error") is not None:
             history.complete(inv, FAIL, error=reply["error"], node=leader)
             raise FinalReadError(
