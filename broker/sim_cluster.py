@@ -76,6 +76,10 @@ class Network:
             if not 0 <= v < 1:
                 raise ValueError(f"network {name} must be a probability in [0, 1), got {v!r}")
 
+    @property
+    def faulty(self) -> bool:
+        return self.loss > 0 or self.duplicate > 0
+
     def as_dict(self) -> dict[str, float]:
         return {"loss": self.loss, "duplicate": self.duplicate}
 
@@ -477,11 +481,14 @@ class SimCluster:
             return
         inc = d.incarnation
         rtype = str(msg.get("type", ""))
-        net = self.network if src is not None or rtype in CLIENT_REQUESTS else None
-        about = {"peer": src if src is not None else "client", "request": rtype}
-        if rtype == "produce" and net is not None:  # which records (reports/story.py)
-            about.update(topic=msg.get("topic"), partition=msg.get("partition"),
-                         values=msg["values"] if "values" in msg else [msg.get("value")])
+        net = (self.network if self.network.faulty
+               and (src is not None or rtype in CLIENT_REQUESTS) else None)
+        about: dict[str, Any] = {}
+        if net is not None:
+            about = {"peer": src if src is not None else "client", "request": rtype}
+            if rtype == "produce":  # which records (reports/story.py)
+                about.update(topic=msg.get("topic"), partition=msg.get("partition"),
+                             values=msg["values"] if "values" in msg else [msg.get("value")])
 
         def reply(resp: dict[str, Any] | None) -> None:
             if resp is None or (src is not None and src in d.blocked):

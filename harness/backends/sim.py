@@ -77,7 +77,7 @@ class SimBackend(Backend):
 
     def run_meta(self) -> dict[str, Any]:
         # Only when set: a run without message faults keeps the run.json it had.
-        return {"network": self.network.as_dict()} if self.network != Network() else {}
+        return {"network": self.network.as_dict()} if self.network.faulty else {}
 
     def run_clock(self) -> SimClock:
         return SimClock(self.cluster)
