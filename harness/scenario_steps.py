@@ -100,6 +100,8 @@ class Step:
         if self.kind == "admin":
             return f"admin {a['op']} on {', '.join(a['nodes'])}"
         if self.kind == "wait":
+            if a.get("running") is not None:
+                return f"wait for {a['node']} {'running' if a['running'] else 'to exit'}"
             conds = " ".join(f"{k}={_show(v)}" for k, v in a["conditions"].items())
             if a.get("event"):
                 return f"wait for event {a['event']} on {a['node']} {conds}".rstrip()
@@ -259,6 +261,19 @@ def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[st
     event = m.get("event")
     if event is not None:
         event = v.string(event, m.line_of("event"), "event")
+    if "running" in m:
+        # A process wait: the node's process is (not) running -- a broker that halts
+        # by itself, whatever the controller made of it.
+        extra = sorted(k for k in m if k not in ("node", "running", "timeout"))
+        if extra:
+            raise v.err(m.line_of(extra[0]), f"a running wait takes node, running and "
+                                             f"timeout only, not {extra[0]!r}")
+        if not isinstance(m["running"], bool):
+            raise v.err(m.line_of("running"), "running must be true or false")
+        return {"node": node[0], "event": None, "since": "action", "running": m["running"],
+                "conditions": {}, "topic": None, "partition": None,
+                "timeout": v.seconds(m.get("timeout", DEFAULT_WAIT_TIMEOUT),
+                                     m.line_of("timeout"), "timeout")}
     since = m.get("since", "action")
     if since not in SINCE:
         raise v.err(m.line_of("since"), f"since must be one of {', '.join(SINCE)}")

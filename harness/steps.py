@@ -273,6 +273,13 @@ class StepRunner:
 
     def _wait(self, step: Step, started: int) -> None:
         a = step.args
+        if a.get("running") is not None:
+            backend = self.ctx.backend
+            wait_for(lambda: backend.is_running(a["node"]) == a["running"], a["timeout"],
+                     what=f"{a['node']} {'running' if a['running'] else 'exited'}",
+                     last_seen=lambda: "running" if backend.is_running(a["node"]) else "exited",
+                     rt=self.ctx.rt)
+            return
         if a["event"] is not None:
             since = {"action": self.ctx.action_started, "step": started, "run": None}[a["since"]]
             ev = wait_for(

@@ -126,6 +126,10 @@ def test_good_file_and_unquoted_versions(tmp_path: Path) -> None:
     ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, hw: 1, timeout: soon}\n", 16,
      "positive number of seconds"),
     ("  - final-read\n", "  - final-read: {heal: maybe}\n", 19, "heal must be"),
+    ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, running: maybe}\n", 16,
+     "running must be true or false"),
+    ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, running: false, hw: 1}\n", 16,
+     "takes node, running and timeout only, not 'hw'"),
 ])
 def test_errors_name_file_and_line(tmp_path: Path, old: str, new: str, line: int,
                                    what: str) -> None:
@@ -135,6 +139,13 @@ def test_errors_name_file_and_line(tmp_path: Path, old: str, new: str, line: int
     assert what in err.message, str(err)
     assert str(err).startswith(f"{tmp_path / 's.yaml'}:{line}: ")
     assert isinstance(err, UsageError) and err.exit_code == 2
+
+
+def test_a_running_wait(tmp_path: Path) -> None:
+    s = load_scenario(write(tmp_path, GOOD.replace("  - wait: {node: B, hw: 1}\n",
+                                                   "  - wait: {node: B, running: false}\n", 1)))
+    assert s.steps[1].args["running"] is False and s.steps[1].args["node"] == "B"
+    assert s.steps[1].describe() == "wait for B to exit"
 
 
 def test_not_a_mapping_and_empty(tmp_path: Path) -> None:
