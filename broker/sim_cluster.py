@@ -193,6 +193,7 @@ class SimCluster:
         self.rng = random.Random(seed)
         self.latency_ms = latency_ms
         self.network = network or Network()
+        self._lossy = self.network.faulty  # read per message: kept, not recomputed
         self.on_event = on_event
         self.on_fetch_round: FetchHook | None = None
         self.now = 0.0
@@ -481,7 +482,7 @@ class SimCluster:
             return
         inc = d.incarnation
         rtype = str(msg.get("type", ""))
-        net = (self.network if self.network.faulty
+        net = (self.network if self._lossy
                and (src is not None or rtype in CLIENT_REQUESTS) else None)
         about: dict[str, Any] = {}
         if net is not None:

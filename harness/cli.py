@@ -326,21 +326,17 @@ def backend_options(args: argparse.Namespace, backend: str | None = None,
 
 
 def _message_probability(text: str) -> float:
-    try:
-        p = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= p < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a probability in [0, 1)")
-    return p
+    return cli_chaos._number(text, float, "a number", lambda p: 0 <= p < 1,
+                             "a probability in [0, 1)")
 
 
 def add_network_flags(p: argparse.ArgumentParser) -> None:
     """The simulator's message faults (broker.sim_cluster.Network)."""
-    p.add_argument("--net-loss", type=_message_probability, default=0.0, metavar="P",
+    probability = cli_chaos._type(_message_probability)
+    p.add_argument("--net-loss", type=probability, default=0.0, metavar="P",
                    help="sim: lose each message (a request or its answer) with probability P; "
                         "its sender times out")
-    p.add_argument("--net-duplicate", type=_message_probability, default=0.0, metavar="P",
+    p.add_argument("--net-duplicate", type=probability, default=0.0, metavar="P",
                    help="sim: handle each request twice with probability P (a resend)")
 
 

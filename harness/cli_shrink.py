@@ -65,7 +65,7 @@ class Shrinker:
                  network: Network | None = None) -> None:
         self.cfg, self.seed, self.kind = cfg, seed, kind
         # The run's message faults (run.json `network`): every candidate has them.
-        self.options = {"network": network} if network is not None else {}
+        self.options = {"network": network or Network()}
         self.progress, self.use_server = progress, use_server
         self.work = run_dir.parent / f"{run_dir.name}-shrink"
         self.source = run_dir.name
@@ -147,7 +147,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         before = count_ops(run_dir / HISTORY)
         progress.line(f"shrinking {run_dir.name} ({_size(first)}, {before} ops), "
                       f"keeping {kind}; candidates in {run_dir.name}-shrink/")
-        network = Network(**meta["network"]) if meta.get("network") else None
+        network = Network(**(meta.get("network") or {}))
         shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, use_server,
                             network)
         best, best_dir = shrinker.run(first, run_dir)

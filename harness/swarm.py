@@ -119,10 +119,9 @@ def simulate(seed: int, spec: dict[str, Any], runs_dir: str, batch: str) -> dict
     meta["chaos"].update(batch=batch)
     meta["swarm"] = {"seed": seed, "batch": batch, "config": describe(cfg)}
     t0 = time.perf_counter()
-    network = Network(sw.net_loss, sw.net_duplicate)
     rec = run_scenario(scenario, RunOptions(
         protocol=sw.protocol, backend="sim", seed=seed, runs_dir=Path(runs_dir), meta=meta,
-        backend_options={"network": network} if network != Network() else {}),
+        backend_options={"network": Network(sw.net_loss, sw.net_duplicate)}),
         Progress(quiet=True))
     ops = count_ops(rec.run_dir / HISTORY)
     return {"seed": seed, "run_dir": str(rec.run_dir),
