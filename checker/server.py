@@ -15,9 +15,11 @@ replaces it. Requests and answers are JSON lines (checker.remote):
     {"op": "append-results", "table": T,   -> {"table": T} or {"error": {...}}: the
      "results": [...]}                        results, as judged, to the Parquet table
 
-A client that goes away mid-check (Ctrl-C) cancels the check's Spark jobs. On
-exit the server's JVM writes the class-data archive the next JVM starts from
-(checker.spark.cds_archive), where none exists yet.
+A client that goes away mid-check (Ctrl-C) cancels the check's Spark jobs. Where
+no class-data archive exists yet (checker.spark.cds_archive), the server has
+one built in the background once its warm-up is over, or as it exits
+(checker.archive): its own JVM does not record classes, which would slow the
+check it answers.
 """
 
 from __future__ import annotations
@@ -268,7 +270,7 @@ class _WarmUp(threading.Thread):
         import tempfile
 
         from checker.api import check_runs
-        from checker.synth import RunBuilder
+        from checker.synth import sample_run
 
         def say(_msg: str) -> None:
             if self._abandoned.is_set():
@@ -276,18 +278,14 @@ class _WarmUp(threading.Thread):
 
         try:
             with tempfile.TemporaryDirectory(prefix="isrlab-warmup-") as tmp:
-                rb = RunBuilder(Path(tmp) / "warmup", protocol="0.10", brokers=("A", "B"))
-                rb.send(0, 100, 0).send(0, 101, 1).poll(1, 0, [(0, 100), (1, 101)], 2)
-                rb.nemesis("kill", ["A"]).nemesis("start", ["A"])
-                rb.event("A", "truncate", topic="t", partition=0, offset=1)
-                rb.replica("A", [(0, 100)], role="follower", hw=1, leader="B", leader_epoch=1)
-                rb.replica("B", [(0, 100)], role="leader", hw=1, leader_epoch=1)
-                rb.final_read([100])
-                run = rb.write()
+                run = sample_run(Path(tmp))
                 for _ in range(self.count):
                     check_runs([run], master=self.master, progress=say)
                     self.done()
             print("checker server: warmed up", flush=True)
+            from checker.archive import build_in_background
+
+            build_in_background()  # the cores are idle now: the next JVM starts faster
         except Exception as e:  # noqa: BLE001 - abandoned (cancelled jobs) or not: never fatal
             if not self._abandoned.is_set():
                 print(f"checker server: warm-up failed: {e!r}"[:500], flush=True)
@@ -302,27 +300,14 @@ class _WarmUp(threading.Thread):
         self.join()
 
 
-def _finish_archive(dump: str | None) -> None:
-    """Move the class-data archive the JVM wrote on exit into place."""
-    if not dump or not os.path.isfile(dump):
-        return
-    from checker.spark import cds_archive
-
-    os.replace(dump, cds_archive())
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m checker.server")
     p.add_argument("--master", required=True)
     p.add_argument("--idle-timeout", type=float, default=remote.idle_timeout())
     args = p.parse_args(argv)
-    from checker.spark import cds_archive, shutdown
+    from checker.archive import build_in_background
+    from checker.spark import shutdown
 
-    dump = None
-    if not cds_archive().is_file():
-        cds_archive().parent.mkdir(parents=True, exist_ok=True)
-        dump = f"{cds_archive()}.{os.getpid()}.tmp"
-        os.environ["ISRLAB_CDS_DUMP"] = dump
     server = Server(args.master, args.idle_timeout)
 
     def on_term(_sig: int, _frame: Any) -> None:
@@ -336,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         code = server.run()
     finally:
         shutdown()
-        _finish_archive(dump)
+        build_in_background()  # if the warm-up did not get to it
     return code
 
 

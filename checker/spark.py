@@ -86,8 +86,8 @@ def driver_memory() -> str:
 def cds_archive() -> Path:
     """The driver JVM's class-data-sharing archive: the ~15,000 classes Spark loads
     for a check, pre-parsed (JVM start 4.2 -> 2.5 s, a cold check's first query ~3 s
-    less; bench/README.md). One per Spark installation and Java; ~170 MB. Written by
-    the warm checker server when it exits (checker.server), used by every JVM after."""
+    less; bench/README.md). One per Spark installation and Java; ~170 MB. Built once,
+    in the background, by a JVM of its own (checker.archive), used by every JVM after."""
     import pyspark
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isrlab"
@@ -98,7 +98,7 @@ def cds_archive() -> Path:
 
 def cds_flags() -> list[str]:
     """JVM flags to use the archive if there is one, or to write it when this JVM
-    exits (ISRLAB_CDS_DUMP names the file: only the server sets it). A JVM that
+    exits (ISRLAB_CDS_DUMP names the file: only checker.archive sets it). A JVM that
     cannot use an archive (another JDK, a JDK without a base archive) ignores it."""
     quiet = "-Xlog:cds=off,cds+dynamic=off"
     dump = os.environ.get("ISRLAB_CDS_DUMP")

@@ -180,3 +180,17 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w") as fh:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
+
+
+def sample_run(root: Path) -> Path:
+    """A small made-up run (a kill, a truncation, a final read) written under
+    ``root``: what the checker server's warm-up and the class-data archive's
+    builder check, touching the code paths of a real small check."""
+    rb = RunBuilder(Path(root) / "warmup", protocol="0.10", brokers=("A", "B"))
+    rb.send(0, 100, 0).send(0, 101, 1).poll(1, 0, [(0, 100), (1, 101)], 2)
+    rb.nemesis("kill", ["A"]).nemesis("start", ["A"])
+    rb.event("A", "truncate", topic="t", partition=0, offset=1)
+    rb.replica("A", [(0, 100)], role="follower", hw=1, leader="B", leader_epoch=1)
+    rb.replica("B", [(0, 100)], role="leader", hw=1, leader_epoch=1)
+    rb.final_read([100])
+    return rb.write()

@@ -1,0 +1,94 @@
+"""The driver JVM's class-data archive (checker.archive): the checker server's own
+JVM never records classes (that slows the first check it answers); once its
+warm-up is over a background builder writes the archive, and a new driver JVM
+maps it. A builder that finds another one at work leaves it alone.
+
+Real processes: a server with its Spark JVM, the builder with its own, and a
+third JVM that starts from the archive -- all under a private cache directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, descendants
+
+from checker import client
+from checker.spark import cds_archive, master_url
+
+# Prints the JVM's "CDS archive(s) mapped at: [...), size N" line (jcmd VM.info).
+_MAPPED = """
+import subprocess
+from checker.spark import get_session
+s = get_session()
+jvm = s._jvm
+pid = jvm.ProcessHandle.current().pid()
+jcmd = jvm.System.getProperty("java.home") + "/bin/jcmd"
+info = subprocess.run([jcmd, str(pid), "VM.info"], capture_output=True, text=True).stdout
+print(next((ln for ln in info.splitlines() if "CDS archive(s) mapped at" in ln), "none"))
+"""
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("ISRLAB_CHECKER_DIR", str(tmp_path / "server"))
+    monkeypatch.setenv("ISRLAB_CHECKER_SERVER", "1")
+    yield tmp_path
+    client.stop()
+
+
+def _server_jvm_cmdline(server_pid: int, deadline: float) -> bytes:
+    while time.monotonic() < deadline:
+        for pid in descendants(server_pid, spark_too=True):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"org.apache.spark.deploy.SparkSubmit" in cmd:
+                return cmd
+        time.sleep(0.2)
+    raise AssertionError("the server's Spark JVM did not start")
+
+
+def test_server_jvm_does_not_record_and_the_archive_is_built_after_its_warm_up(
+        private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ISRLAB_CHECKER_WARMUP", "1")
+    archive = cds_archive()
+    assert str(archive).startswith(str(private_cache)) and not archive.exists()
+    info = client.ensure_server(master_url())
+    cmd = _server_jvm_cmdline(info["pid"], time.monotonic() + 120)
+    assert b"ArchiveClassesAtExit" not in cmd and b"SharedArchiveFile" not in cmd
+    # The warm-up (one check) ends, then the builder's JVM writes the archive.
+    deadline = time.monotonic() + 240
+    while not archive.is_file() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert archive.is_file(), "no class-data archive was built after the warm-up"
+    assert not list(archive.parent.glob("*.tmp"))
+    client.stop()
+    # A new driver JVM maps it: the base JDK archive is ~13 MB, Spark's classes
+    # make it over ten times that.
+    out = subprocess.run([sys.executable, "-c", _MAPPED], cwd=ROOT, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    m = re.search(r"CDS archive\(s\) mapped at: .*size (\d+)", out.stdout)
+    assert m, out.stdout
+    assert int(m.group(1)) > archive.stat().st_size // 2
+
+
+def test_a_builder_leaves_the_work_to_the_one_holding_the_lock(private_cache: Path) -> None:
+    archive = cds_archive()
+    archive.parent.mkdir(parents=True)
+    with open(f"{archive}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        out = subprocess.run([sys.executable, "-m", "checker.archive"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert not archive.exists() and "wrote" not in out.stdout
