@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from checker.spark import cds_archive  # noqa: E402
+from checker.spark import CDS_DUMP_ENV, cds_archive  # noqa: E402
 
 _ONE = """
 import json, sys, time
@@ -63,14 +63,14 @@ def main() -> int:
     if not cds_archive().is_file():
         raise SystemExit(f"no class-data archive at {cds_archive()}: run "
                          "`python -m checker.archive` first")
-    base = {k: v for k, v in os.environ.items() if k != "ISRLAB_CDS_DUMP"}
+    base = {k: v for k, v in os.environ.items() if k != CDS_DUMP_ENV}
     times: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="isrlab-first-check-") as tmp:
         empty = {**base, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
         for i in range(args.n):
             conditions = {
                 "none": empty,
-                "recording": {**empty, "ISRLAB_CDS_DUMP": str(Path(tmp) / f"rec{i}.jsa")},
+                "recording": {**empty, CDS_DUMP_ENV: str(Path(tmp) / f"rec{i}.jsa")},
                 "archive": base,
             }
             for name, env in conditions.items():

@@ -50,25 +50,10 @@ def reproduce(name: str, protocol: str, runs_dir: Path, port: int,
     return wall, json.loads(out.stdout)
 
 
-def _running(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def wait_stopped() -> None:
-    """Stop the server and wait for its process to end: it removes its state
-    files before its JVM exits, and an exiting JVM must not share the cores
-    with the next measurement."""
-    info = client.read_info()
     client.stop()
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (
-            client.read_info() is not None or _running(info and info.get("pid"))):
+    while client.read_info() is not None and time.monotonic() < deadline:
         time.sleep(0.2)
 
 

@@ -23,10 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from checker.spark import DEFAULT_MASTER, cds_archive, driver_log_path
-
-# The variable checker.spark.cds_flags reads: the file this process's JVM writes.
-DUMP_ENV = "ISRLAB_CDS_DUMP"
+from checker.remote import ROOT
+from checker.spark import CDS_DUMP_ENV, DEFAULT_MASTER, cds_archive, driver_log_path
 
 
 def build_in_background() -> None:
@@ -38,7 +36,7 @@ def build_in_background() -> None:
     with contextlib.suppress(OSError), open(driver_log_path(), "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "checker.archive"],
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=ROOT,
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True,  # outlives the server that starts it
         )
@@ -48,7 +46,7 @@ def build() -> bool:
     """Write the archive now, in this process's (new) driver JVM. False if it
     exists already or another process is building it."""
     from checker.api import check_runs
-    from checker.spark import get_session, shutdown
+    from checker.spark import shutdown
     from checker.synth import sample_run
 
     target = cds_archive()
@@ -61,14 +59,13 @@ def build() -> bool:
         if target.is_file():
             return False
         dump = f"{target}.{os.getpid()}.tmp"
-        os.environ[DUMP_ENV] = dump
+        os.environ[CDS_DUMP_ENV] = dump
         try:
-            get_session(DEFAULT_MASTER)
             with tempfile.TemporaryDirectory(prefix="isrlab-archive-") as tmp:
                 check_runs([sample_run(Path(tmp))], master=DEFAULT_MASTER)
         finally:
             shutdown()  # the JVM writes the archive on its way out
-            del os.environ[DUMP_ENV]
+            del os.environ[CDS_DUMP_ENV]
         if not os.path.isfile(dump):
             return False
         os.replace(dump, target)

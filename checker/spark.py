@@ -96,12 +96,16 @@ def cds_archive() -> Path:
     return cache / f"spark-classes-{digest}.jsa"
 
 
+# Names the archive file a JVM started now writes as it exits (checker.archive).
+CDS_DUMP_ENV = "ISRLAB_CDS_DUMP"
+
+
 def cds_flags() -> list[str]:
     """JVM flags to use the archive if there is one, or to write it when this JVM
     exits (ISRLAB_CDS_DUMP names the file: only checker.archive sets it). A JVM that
     cannot use an archive (another JDK, a JDK without a base archive) ignores it."""
     quiet = "-Xlog:cds=off,cds+dynamic=off"
-    dump = os.environ.get("ISRLAB_CDS_DUMP")
+    dump = os.environ.get(CDS_DUMP_ENV)
     if dump:
         return [f"-XX:ArchiveClassesAtExit={dump}", quiet]
     archive = cds_archive()
