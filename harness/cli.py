@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from checker import client
 from checker.api import RunResult, write_junit
@@ -51,6 +51,9 @@ from harness.rundir import read_meta, run_status
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import find_scenario, load_scenario
 from reports.render import INDEX, render_index, render_run
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 T = TypeVar("T")
 
@@ -404,11 +407,36 @@ def judged(result: RunResult) -> RunResult:
 
 def _render(run_dir: Path) -> Path | None:
     """The HTML report; a failing renderer costs the report, not the verdict."""
-    try:
-        return render_run(run_dir)
-    except Exception as e:  # noqa: BLE001 -- reported on one line, the verdict stands
-        print(f"isrlab: no report for {run_dir}: {one_line(e)}", file=sys.stderr)
+    why = try_render(str(run_dir))
+    if why is not None:
+        print(f"isrlab: {why}", file=sys.stderr)
         return None
+    return run_dir / CHECK / REPORT_HTML
+
+
+def try_render(run_dir: str) -> str | None:
+    """Render one run's report; None, or why it could not be (one line). A Spark task
+    of render_reports, so it takes and returns plain values."""
+    try:
+        render_run(Path(run_dir))
+    except Exception as e:  # noqa: BLE001 -- reported on one line, the verdict stands
+        return f"no report for {run_dir}: {one_line(e)}"
+    return None
+
+
+def render_reports(run_dirs: list[Path], sc: SparkContext | None = None) -> None:
+    """Every run's report: with ``sc``, as Spark tasks (a swarm's thousands of
+    reports spread over its cores or its cluster, which hold its runs on shared
+    storage); without, one after the other here."""
+    if sc is None or len(run_dirs) < 2:
+        for d in run_dirs:
+            _render(d)
+        return
+    dirs = [str(d) for d in run_dirs]
+    slices = max(1, min(len(dirs), sc.defaultParallelism * 4))
+    for why in sc.parallelize(dirs, slices).map(try_render).collect():
+        if why is not None:
+            print(f"isrlab: {why}", file=sys.stderr)
 
 
 def _plain(x: Any) -> Any:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checker import client
 from checker.api import RunResult, write_junit
@@ -44,6 +44,9 @@ from harness.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario import find_scenario, load_scenario
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
 from reports.render import INDEX, render_index
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 STATUS_EVERY = 5.0  # seconds between status lines during a chaos run
 ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
@@ -197,11 +200,13 @@ def dispatch(args: argparse.Namespace) -> int | None:
 def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
                 master: str | None = None, junit: Path | None = None,
                 results: Path | None = None, use_server: bool | None = None,
-                reports_for_findings: bool = False) -> list[RunResult]:
+                reports_for_findings: bool = False,
+                render_on: SparkContext | None = None) -> list[RunResult]:
     """Check `run_dirs` in one Spark batch (each run's figure assertions judged into
     its verdict); each run's report (``reports_for_findings``: only the runs that
     show an anomaly or are not valid -- a swarm's thousands of clean runs each
-    cost a render; `isrlab check RUN_DIR` renders one later), the index page, JUnit.
+    cost a render; `isrlab check RUN_DIR` renders one later; ``render_on``: as tasks
+    of that Spark context), the index page, JUnit.
     Raises CheckerError (its exit status) or CheckInterrupted."""
     cli = _cli()
     out = cli._interruptible(client.check, run_dirs, master=master, progress=progress.line,
@@ -217,8 +222,7 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
     shown = [r for r in out if r.error is None
              and (not reports_for_findings or r.anomalies or r.verdict != "valid")]
     progress.line(f"rendering {len(shown)} report(s)")
-    for r in shown:
-        cli._render(r.run_dir)
+    cli.render_reports([r.run_dir for r in shown], render_on)
     progress.line(f"index: {render_index([r.summary for r in out], index)}")
     if junit is not None:
         write_junit(out, junit)

@@ -114,7 +114,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             progress.line(f"seed {sim['seed']}: the run did not complete: {sim['error']}")
     results = cli_chaos.check_batch_or_exit(
         [Path(s["run_dir"]) for s in sims], batch / INDEX, progress, batch,
-        master=args.master, use_server=False, reports_for_findings=True)
+        master=args.master, use_server=False, reports_for_findings=True, render_on=sc)
     if isinstance(results, int):
         return results
     total = time.monotonic() - t0
