@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from machine import speed_line  # noqa: E402 - bench/ is the script's own path
+
 from checker.spark import CDS_DUMP_ENV, cds_archive  # noqa: E402
 
 _ONE = """
@@ -60,6 +62,7 @@ def main() -> int:
     p.add_argument("run", type=Path)
     p.add_argument("-n", type=int, default=3)
     args = p.parse_args()
+    print(speed_line(), flush=True)
     if not cds_archive().is_file():
         raise SystemExit(f"no class-data archive at {cds_archive()}: run "
                          "`python -m checker.archive` first")
@@ -84,6 +87,7 @@ def main() -> int:
         print(f"{name:9s}   {statistics.median(t[0] for t in ts):9.2f} s   "
               f"{statistics.median(t[1] for t in ts):9.2f} s   "
               f"{statistics.median(a + b for a, b in ts):8.2f} s")
+    print(speed_line())
     return 0
 
 

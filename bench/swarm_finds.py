@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import speed_line  # noqa: E402 - bench/ is the script's own path
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CONFIGS = [
@@ -42,6 +44,7 @@ def main() -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--only", type=int, help="only the configuration with this index")
     args = ap.parse_args()
+    print(speed_line(), flush=True)
     print("| configuration | runs | seeds finding each kind | runs/min simulated | "
           "runs/min with the check | ops/run |")
     print("|---|---|---|---|---|---|")
@@ -61,6 +64,7 @@ def main() -> int:
         sim = out["runs"] / out["simulate_seconds"] * 60
         print(f"| {name} | {out['runs']} | {found} | {sim:.0f} | {out['runs_per_minute']:.0f} "
               f"| {out['ops'] / out['runs']:.0f} |", flush=True)
+    print(speed_line())
     return 0
 
 

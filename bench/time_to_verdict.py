@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from machine import speed_line  # noqa: E402 - bench/ is the script's own path
+
 from checker import client  # noqa: E402
 from checker.spark import cds_archive  # noqa: E402
 
@@ -68,6 +70,7 @@ def main() -> int:
     p.add_argument("--first-ever", action="store_true",
                    help="remove the class-data archive before each cold run")
     args = p.parse_args()
+    print(speed_line(), flush=True)
     times: dict[tuple[str, str], list[float]] = {}
     cluster: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="isrlab-ttv-") as tmp:
@@ -97,6 +100,7 @@ def main() -> int:
         cells = [f"{statistics.median(times[name, c]):5.1f} / {max(times[name, c]):5.1f} s"
                  for c in ("cold", "warm", "no-server")]
         print(f"{name:32} {statistics.median(cluster[name]):5.1f} s   " + "   ".join(cells))
+    print(speed_line())
     return 0
 
 
