@@ -1,9 +1,11 @@
 """How fast this machine is right now, for reading a benchmark's numbers.
 
 The VM these benchmarks run on drifts: the same code's first check took 14.4 s
-one day and 30 s two days later, and a pure-Python loop took 2.5x as long. A
-benchmark prints `speed_line()` before and after it runs, so that numbers from
-different days (or an hour whose speed changed) are compared for what they are.
+one morning and 30 s that afternoon, and within the afternoon this loop took
+0.4-1.4 s. A benchmark prints `speed_line()` before and after it runs, so that
+an hour whose speed changed shows. It does not see everything (a JVM's first
+check was twice as slow again with the loop at its fastest): compare code by
+alternating versions within minutes, as bench/first_check.py does.
 """
 
 from __future__ import annotations
