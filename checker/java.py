@@ -25,6 +25,12 @@ VECTOR_MODULE = "jdk.incubator.vector"
 _ADD_VECTOR = f"--add-modules={VECTOR_MODULE}"
 
 
+def user_cache() -> Path:
+    """isrlab's directory in the user's cache (XDG): the class-data archive
+    (checker.spark), the java shim below."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isrlab"
+
+
 def find_java_home() -> str | None:
     """Return the JAVA_HOME to use, or None when ``java`` on PATH will do."""
     home = os.environ.get("JAVA_HOME")
@@ -79,8 +85,7 @@ def vector_shim(home: str) -> Path:
     """A JAVA_HOME whose ``bin/java`` runs ``home``'s java without Spark's
     --add-modules=jdk.incubator.vector (written once per runtime, in the user's cache)."""
     real = Path(home) / "bin" / "java"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isrlab"
-    shim = cache / f"java-{hashlib.sha256(str(real).encode()).hexdigest()[:12]}"
+    shim = user_cache() / f"java-{hashlib.sha256(str(real).encode()).hexdigest()[:12]}"
     java = shim / "bin" / "java"
     script = (
         "#!/bin/sh\n"

@@ -32,7 +32,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 
 from checker.errors import SparkMasterError
-from checker.java import ensure_java
+from checker.java import ensure_java, user_cache
 
 DEFAULT_MASTER = "local[2]"
 PROBE_TIMEOUT_S = 3.0
@@ -90,10 +90,9 @@ def cds_archive() -> Path:
     in the background, by a JVM of its own (checker.archive), used by every JVM after."""
     import pyspark
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isrlab"
     key = f"{pyspark.__file__} {pyspark.__version__} {os.environ.get('JAVA_HOME', '')}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return cache / f"spark-classes-{digest}.jsa"
+    return user_cache() / f"spark-classes-{digest}.jsa"
 
 
 # Names the archive file a JVM started now writes as it exits (checker.archive).
@@ -379,6 +378,12 @@ def get_session(master: str | None = None, progress_bar: bool = False,
             session.conf.set("spark.sql.shuffle.partitions", str(_cluster_parallelism(session)))
         _session, _session_master = session, master
         return session
+
+
+def task_slices(sc: SparkContext, items: int) -> int:
+    """How many tasks to cut ``items`` independent pieces of work into (a swarm's
+    seeds, its reports): four a core, so a slow piece does not leave cores idle."""
+    return max(1, min(items, sc.defaultParallelism * 4))
 
 
 def keep(df: DataFrame, eager: bool = True) -> DataFrame:

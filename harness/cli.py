@@ -28,7 +28,7 @@ from checker import client
 from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
 from checker.rundir import discover
-from checker.spark import DEFAULT_MASTER, check_master
+from checker.spark import DEFAULT_MASTER, check_master, task_slices
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
 from harness import (
@@ -433,8 +433,7 @@ def render_reports(run_dirs: list[Path], sc: SparkContext | None = None) -> None
             _render(d)
         return
     dirs = [str(d) for d in run_dirs]
-    slices = max(1, min(len(dirs), sc.defaultParallelism * 4))
-    for why in sc.parallelize(dirs, slices).map(try_render).collect():
+    for why in sc.parallelize(dirs, task_slices(sc, len(dirs))).map(try_render).collect():
         if why is not None:
             print(f"isrlab: {why}", file=sys.stderr)
 

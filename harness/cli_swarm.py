@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checker.spark import DEFAULT_MASTER, get_session
+from checker.spark import DEFAULT_MASTER, get_session, task_slices
 from contract import PROTOCOLS
 from harness import cli_chaos
 from harness.chaos import parse_sets, parse_time_limit
@@ -97,7 +97,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
     sc = spark.sparkContext
-    slices = max(1, min(len(seeds), sc.defaultParallelism * 4))
+    slices = task_slices(sc, len(seeds))
     spec_d, where = spec.as_dict(), str(batch)
     rdd = sc.parallelize(seeds, slices).map(lambda s: simulate(s, spec_d, where, batch_id))
     progress.line(f"simulating on {sc.master} in {slices} task(s)")
