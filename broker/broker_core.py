@@ -441,6 +441,8 @@ class BrokerCore:
         return _LATER
 
     def _complete_delayed(self, now: float) -> None:
+        if not self._produces and not self._fetches:
+            return  # after most inputs (the simulator's hottest path)
         for d in list(self._produces):
             outcome = self.partitions[d.key].produce_outcome(d.last, d.leader_epoch)
             if outcome is None and now >= d.deadline:
@@ -535,7 +537,9 @@ class BrokerCore:
         for key, p in self.partitions.items():
             if p.role != "follower":
                 continue
-            f = self._fetchers.setdefault(key, _Fetcher())
+            f = self._fetchers.get(key)
+            if f is None:
+                f = self._fetchers[key] = _Fetcher()
             if f.inflight is not None or now < f.not_before:
                 continue
             req = p.next_follower_request()

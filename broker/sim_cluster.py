@@ -208,7 +208,9 @@ class SimCluster:
     # -- the event queue --------------------------------------------------------------
 
     def at(self, when: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (max(when, self.now), self._seq, fn))
+        if when < self.now:
+            when = self.now
+        heapq.heappush(self._queue, (when, self._seq, fn))
         self._seq += 1
 
     def next_time(self) -> float:
@@ -224,7 +226,7 @@ class SimCluster:
 
     def _latency(self) -> float:
         lo, hi = self.latency_ms
-        return self.rng.uniform(lo, hi)
+        return lo + (hi - lo) * self.rng.random()  # random.uniform's draw, inlined
 
     def _chance(self, p: float) -> bool:
         """A seeded coin with heads at probability p; no draw at all when p is 0."""
@@ -320,7 +322,8 @@ class SimCluster:
     def _held(self, node: SimNode, peer: str | None, direction: str, rtype: str,
               go: Callable[[], None]) -> None:
         """Pass `go` on now, or hold it while a delay rule holds this link (in order)."""
-        if peer is None or node.delays.release_at(peer, direction, rtype, self.now) is None:
+        if (peer is None or not node.delays.rules
+                or node.delays.release_at(peer, direction, rtype, self.now) is None):
             go()  # no rule holds it (others held on the link do not hold it up)
             return
         self._emit(node, "delay-held", {"peer": peer, "direction": direction,

@@ -144,8 +144,10 @@ class PartitionStore:
         data = b""
         pos = self.log_file.size
         for rec in records:
-            line = json.dumps({"offset": rec.offset, "epoch": rec.epoch, "value": rec.value},
-                              separators=(",", ":")).encode() + b"\n"
+            # json.dumps's bytes for int fields (produce admits only ints),
+            # at a tenth of its cost: the simulator writes every replicated record.
+            line = (f'{{"offset":{rec.offset:d},"epoch":{rec.epoch:d},'
+                    f'"value":{rec.value:d}}}\n').encode()
             data += line
             pos += len(line)
             self._ends.append(pos)

@@ -35,30 +35,35 @@ class Tracer:
                     resp: dict[str, Any] | None) -> None:
         self.rounds += 1
         key = (req["topic"], req["partition"])
-        replicas = {}
+        # The state as tuples first: most rounds are idle long polls that change
+        # nothing, and build no row.
+        replicas = []
         leader = None
+        nodes = self.cluster.nodes
         for name in self.cluster.brokers:
-            node = self.cluster.nodes[name]
+            node = nodes[name]
             p = node.core.partitions.get(key) if node.up else None
             if p is None:
                 if node.up or key in node.store.partitions:
-                    replicas[name] = {"role": "down", "leo": None, "hw": None}
+                    replicas.append((name, "down", None, None))
                 continue
-            replicas[name] = {"role": p.role, "leo": p.log.leo, "hw": p.hw}
+            replicas.append((name, p.role, len(p.log.records), p.hw))
             if p.role == "leader":
-                leader = {"node": name, "leader_epoch": p.leader_epoch, "isr": list(p.isr),
-                          "remote_leo": {r: rr.leo for r, rr in sorted(p.remotes.items())}}
-        state = (tuple((n, x["role"], x["leo"], x["hw"]) for n, x in replicas.items()),
-                 None if leader is None else (leader["node"], leader["leader_epoch"],
-                                              tuple(leader["isr"]),
-                                              tuple(leader["remote_leo"].items())))
+                leader = (name, p.leader_epoch, tuple(p.isr),
+                          tuple((r, rr.leo) for r, rr in sorted(p.remotes.items())))
+        state = (tuple(replicas), leader)
         if self._last.get(key) == state:
             return  # nothing moved: an idle long poll
         self._last[key] = state
         row = {"time": round(self.cluster.now * 1_000_000), "round": self.rounds,
                "topic": key[0], "partition": key[1], "follower": follower,
                "request": req["type"], "offset": req.get("offset"),
-               "answer": _answer(resp), "leader": leader, "replicas": replicas}
+               "answer": _answer(resp),
+               "leader": None if leader is None else {
+                   "node": leader[0], "leader_epoch": leader[1], "isr": list(leader[2]),
+                   "remote_leo": dict(leader[3])},
+               "replicas": {n: {"role": role, "leo": leo, "hw": hw}
+                            for n, role, leo, hw in replicas}}
         self._file.write(orjson.dumps(row) + b"\n")
 
     def close(self) -> None:

@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from contract import OP_TYPES
 
 INVOKE, OK, FAIL, INFO = OP_TYPES
@@ -51,7 +53,7 @@ class History:
                 "value": value,
                 **fields,
             }
-            self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
+            self._file.write(orjson.dumps(op).decode() + "\n")
             self._file.flush()
             self._index += 1
             return op
@@ -72,7 +74,7 @@ class History:
                       "f": f, "value": value, **fields}
                 self._index += 1
                 out.append(op)
-                lines.append(json.dumps(op, separators=(",", ":")))
+                lines.append(orjson.dumps(op).decode())
             self._file.write("\n".join(lines) + "\n")
             self._file.flush()
             return out
