@@ -181,6 +181,7 @@ EventSink = Callable[[str, str, dict[str, Any]], None]  # (node, incarnation id,
 # taken the answer to a fetch or an OffsetsForLeaderEpoch -- one fetch round.
 FetchHook = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
 FETCHES = ("replica-fetch", "offsets-for-leader-epoch")
+_STORAGE_TYPES = frozenset(STORAGE_EFFECTS)
 
 
 class SimCluster:
@@ -375,20 +376,22 @@ class SimCluster:
     def _perform(self, node: SimNode, effects: list[BrokerEffect]) -> None:
         halt = False
         for eff in effects:
-            if isinstance(eff, STORAGE_EFFECTS):
-                node.store.perform(eff)
-            elif isinstance(eff, Event):
-                self._emit(node, eff.type, eff.fields)
-            elif isinstance(eff, Send):
-                self._send(node, eff)
-            elif isinstance(eff, Respond):
+            # By exact type, the commonest first (effects are final dataclasses).
+            t = type(eff)
+            if t is Respond:
                 reply = node.replies.pop(eff.rid, None)
                 if reply is not None:
                     reply(eff.resp)
-            elif isinstance(eff, HaltBroker):
+            elif t is Send:
+                self._send(node, eff)
+            elif t is Event:
+                self._emit(node, eff.type, eff.fields)
+            elif t in _STORAGE_TYPES:
+                node.store.perform(eff)
+            elif t is HaltBroker:
                 halt = True  # Kafka's fatal + exit: a controlled shutdown, status 1
                 node.exit_status = 1
-            elif isinstance(eff, ShutdownDone):
+            elif t is ShutdownDone:
                 self._down(node, node.exit_status or 0)
                 return
         if halt:
