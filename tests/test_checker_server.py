@@ -151,3 +151,32 @@ def test_server_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
     for off in ("0", "off", "no"):
         monkeypatch.setenv("ISRLAB_CHECKER_SERVER", off)
         assert not client.server_wanted(None, "local[2]")
+
+
+def test_a_check_request_abandons_the_warm_up_wherever_it_is(tmp_path: Path) -> None:
+    """The warm-up, abandoned after it has started 1, 4, 12 and 25 Spark jobs (so in
+    different phases of its checks), is gone when abandon() returns, no job of it is
+    left running, and a check in the same JVM right after finds what it should
+    (its cached data was not dropped by the warm-up's end). How long abandon() takes
+    is bench/abandon_warmup.py's."""
+    from checker.api import check_runs
+    from checker.server import _WarmUp
+    from checker.spark import DEFAULT_MASTER, get_session
+
+    sc = get_session(DEFAULT_MASTER).sparkContext
+    run = kip101_loss(tmp_path, "loss", ["lost-write"], "kip101-hw-truncation-loss").write()
+    tracker = sc.statusTracker()
+    for jobs in (1, 4, 12, 25):
+        before = max(tracker.getJobIdsForGroup(None) or [-1])
+        warm = _WarmUp(DEFAULT_MASTER, 50, lambda: None)
+        warm.start()
+        deadline = time.monotonic() + 240
+        while max(tracker.getJobIdsForGroup(None) or [-1]) - before < jobs:
+            assert warm.is_alive() and time.monotonic() < deadline
+            time.sleep(0.005)
+        warm.abandon()
+        assert not warm.is_alive()
+        assert tracker.getActiveJobsIds() == []
+        [result] = check_runs([run])
+        assert result.verdict == "valid"
+        assert [a["kind"] for a in result.anomalies] == ["lost-write"]
