@@ -144,8 +144,8 @@ class PartitionStore:
         data = b""
         pos = self.log_file.size
         for rec in records:
-            # json.dumps's bytes for int fields (produce admits only ints),
-            # at a tenth of its cost: the simulator writes every replicated record.
+            # json.dumps's bytes for int fields (produce admits only ints), at a
+            # tenth of its cost: a line for every record a replica appends.
             line = (f'{{"offset":{rec.offset:d},"epoch":{rec.epoch:d},'
                     f'"value":{rec.value:d}}}\n').encode()
             data += line

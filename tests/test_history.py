@@ -69,3 +69,19 @@ def test_rejects_unknown_type(tmp_path: Path) -> None:
 def test_clock_converts_unix_times() -> None:
     clock = RunClock(start_unix_ns=1_000)
     assert clock.from_unix(4_500) == 3_500
+
+
+def test_lines_are_the_bytes_json_dumps_writes(tmp_path: Path) -> None:
+    # The recorder writes with orjson (cheaper); what it writes must stay what
+    # json.dumps(op, separators=(",", ":")) wrote, so that a seed's simulated run
+    # replays byte for byte across the change and every reader reads it as before.
+    h = History(tmp_path / "history.jsonl", RunClock())
+    h.invoke("nemesis", "partition", {"A": ["B", "C"], 1: None}, note='a "q" \\ b')
+    h.append_many([(100, "invoke", "send", 7, {"topic": "t", "partition": 0, "acks": "all"}),
+                   (100, "ok", "send", 7, {"offset": 3, "appended": True, "nodes": ("A",)})])
+    h.close()
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    for line, op in zip(lines, read_history(tmp_path / "history.jsonl"), strict=True):
+        assert line == json.dumps(op, separators=(",", ":"))
+    assert json.loads(lines[0])["value"] == {"A": ["B", "C"], "1": None}
