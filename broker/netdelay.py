@@ -78,8 +78,8 @@ class DelayRules:
                    now: float) -> float | None:
         """When a message on this link may go: None if no rule holds it now, else
         the time (ms, FOREVER for until cleared) its longest matching rule ends."""
-        if peer is None:
-            return None  # admin requests (no sender) are never delayed
+        if peer is None or not self.rules:
+            return None  # admin requests (no sender) are never delayed; no rule, no hold
         ends = [r.until_ms for r in self.rules
                 if r.matches(peer, direction, request_type) and r.until_ms > now]
         return max(ends) if ends else None

@@ -181,7 +181,6 @@ EventSink = Callable[[str, str, dict[str, Any]], None]  # (node, incarnation id,
 # taken the answer to a fetch or an OffsetsForLeaderEpoch -- one fetch round.
 FetchHook = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
 FETCHES = ("replica-fetch", "offsets-for-leader-epoch")
-_STORAGE_TYPES = frozenset(STORAGE_EFFECTS)
 
 
 class SimCluster:
@@ -323,8 +322,7 @@ class SimCluster:
     def _held(self, node: SimNode, peer: str | None, direction: str, rtype: str,
               go: Callable[[], None]) -> None:
         """Pass `go` on now, or hold it while a delay rule holds this link (in order)."""
-        if (peer is None or not node.delays.rules
-                or node.delays.release_at(peer, direction, rtype, self.now) is None):
+        if peer is None or node.delays.release_at(peer, direction, rtype, self.now) is None:
             go()  # no rule holds it (others held on the link do not hold it up)
             return
         self._emit(node, "delay-held", {"peer": peer, "direction": direction,
@@ -376,22 +374,21 @@ class SimCluster:
     def _perform(self, node: SimNode, effects: list[BrokerEffect]) -> None:
         halt = False
         for eff in effects:
-            # By exact type, the commonest first (effects are final dataclasses).
-            t = type(eff)
-            if t is Respond:
+            # The commonest first: answers, sends, events, then storage.
+            if isinstance(eff, Respond):
                 reply = node.replies.pop(eff.rid, None)
                 if reply is not None:
                     reply(eff.resp)
-            elif t is Send:
+            elif isinstance(eff, Send):
                 self._send(node, eff)
-            elif t is Event:
+            elif isinstance(eff, Event):
                 self._emit(node, eff.type, eff.fields)
-            elif t in _STORAGE_TYPES:
+            elif isinstance(eff, STORAGE_EFFECTS):
                 node.store.perform(eff)
-            elif t is HaltBroker:
+            elif isinstance(eff, HaltBroker):
                 halt = True  # Kafka's fatal + exit: a controlled shutdown, status 1
                 node.exit_status = 1
-            elif t is ShutdownDone:
+            elif isinstance(eff, ShutdownDone):
                 self._down(node, node.exit_status or 0)
                 return
         if halt:

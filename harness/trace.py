@@ -47,7 +47,7 @@ class Tracer:
                 if node.up or key in node.store.partitions:
                     replicas.append((name, "down", None, None))
                 continue
-            replicas.append((name, p.role, len(p.log.records), p.hw))
+            replicas.append((name, p.role, p.log.leo, p.hw))
             if p.role == "leader":
                 leader = (name, p.leader_epoch, tuple(p.isr),
                           tuple((r, rr.leo) for r, rr in sorted(p.remotes.items())))
