@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from checker.errors import SparkMasterError
 from checker.java import ensure_java, user_cache
+from checker.jvmview import caching
 
 DEFAULT_MASTER = "local[2]"
 PROBE_TIMEOUT_S = 3.0
@@ -366,6 +367,8 @@ def get_session(master: str | None = None, progress_bar: bool = False,
                         gateway = launch_gateway(
                             conf, popen_kwargs={"stdout": log, "stderr": log})
                     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+                if SparkContext._jvm is not None:  # PySpark reads it at every call
+                    SparkContext._jvm = caching(SparkContext._jvm)
                 session = SparkSession.builder.config(conf=conf).getOrCreate()
             except Exception as e:  # noqa: BLE001 - one line naming the master instead
                 # The reason first: a Py4J error asks the JVM for its message.

@@ -107,3 +107,37 @@ def test_the_driver_jvm_compiles_at_the_lowest_cpu_priority() -> None:
     assert any(c.startswith("C2") for c in compilers), nice
     assert set(compilers.values()) == {19}
     assert 0 in nice.values()  # the JVM's other threads keep their priority
+
+
+@pytest.mark.spark
+def test_pyspark_looks_up_a_jvm_class_and_its_method_once_per_jvm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the first F.col, each F.col is the one Py4J call that makes the Column:
+    the view keeps the class org.apache.spark.sql.functions and its method col
+    (checker.jvmview). Static fields are read anew each time."""
+    from py4j.clientserver import ClientServerConnection
+    from pyspark import SparkContext
+    from pyspark.sql import functions as F
+
+    spark = get_session()
+    commands: list[str] = []
+    send = ClientServerConnection.send_command
+
+    def counting(self, command: str) -> str:
+        commands.append(command.split("\n")[0])
+        return send(self, command)
+
+    F.col("warm")  # whatever this JVM looked up before this test
+    monkeypatch.setattr(ClientServerConnection, "send_command", counting)
+    for name in ("a", "b", "c"):
+        F.col(name)
+    assert commands == ["c", "c", "c"]  # three calls, no reflection ("r") round trip
+    # A static field is a value, looked up each time (it could change).
+    jvm = SparkContext._jvm
+    commands.clear()
+    assert jvm.java.lang.Integer.MAX_VALUE == 2**31 - 1
+    assert jvm.java.lang.Integer.MAX_VALUE == 2**31 - 1
+    assert commands.count("r") >= 2
+    # The lookups are a convenience: queries built with them still compute.
+    row = spark.range(3).select(F.sum(F.col("id")).alias("s")).collect()[0]
+    assert row.s == 3
