@@ -5,6 +5,7 @@ declarations of their needs (checker.anomalies.base.Needs) are computed from."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,11 +47,15 @@ class CheckContext:
     final_sources: DataFrame
     _shared: dict[str, DataFrame] = field(default_factory=dict, repr=False)
 
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
     def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
-        """A derived DataFrame several anomaly kinds read, built once per check."""
-        if name not in self._shared:
-            self._shared[name] = build()
-        return self._shared[name]
+        """A derived DataFrame several anomaly kinds read, built once per check
+        (the kinds may be planned from several threads: checker.api)."""
+        with self._lock:
+            if name not in self._shared:
+                self._shared[name] = build()
+            return self._shared[name]
 
     @property
     def sends(self) -> DataFrame:

@@ -420,7 +420,10 @@ def shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
 # to verdict). Later checks, and large batches, where evaluating rows dominates,
 # generate code (warm, a small check is ~0.5 s faster with it).
 INTERPRETED_CHECKS = 1
-INTERPRETED_MAX_BYTES = 4 << 20  # of history: a few thousand operations
+# A batch of at most this much history is small (a few thousand operations): a
+# cold JVM checks it interpreted, and its anomaly kinds run side by side
+# (checker.api._detect_all).
+SMALL_BATCH_BYTES = 4 << 20
 _INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
                 "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 _checks_done = 0  # completed checks in this process's driver JVM
@@ -440,10 +443,10 @@ def interpreted_checks() -> int:
 def one_check(spark: SparkSession, history_bytes: int) -> Iterator[None]:
     """Run one check's queries: interpreted while the driver JVM has completed fewer
     than interpreted_checks() checks and the batch has at most
-    INTERPRETED_MAX_BYTES of history, with generated code otherwise; and drop
+    SMALL_BATCH_BYTES of history, with generated code otherwise; and drop
     what the check cached (release) at its end."""
     global _checks_done
-    cold = _checks_done < interpreted_checks() and history_bytes <= INTERPRETED_MAX_BYTES
+    cold = _checks_done < interpreted_checks() and history_bytes <= SMALL_BATCH_BYTES
     old = {k: spark.conf.get(k, None) for k in _INTERPRETED} if cold else {}
     for k in old:
         spark.conf.set(k, _INTERPRETED[k])

@@ -128,3 +128,27 @@ def test_lost_write_explanation_of_an_acks_0_send() -> None:
                     "final_log": {"source": "final-read", "length": 2}})
     assert "acknowledged with acks=0 to t/0 (acks 0: counted done once written" in text
     assert "offset None" not in text
+
+
+def test_a_small_batch_finds_what_the_union_of_the_kinds_finds(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small batch runs one query per kind from two threads, a large one the
+    kinds' union (checker.api._detect_all): the same anomalies, witnesses and
+    totals either way, for runs where every kind has something to find."""
+    from conftest_spark import Generated, kip101_divergence
+
+    import checker.api as api
+
+    kip101_divergence(tmp_path, "divergence").write()
+    for build in BUILDERS.values():
+        build(tmp_path).write()
+    Generated(tmp_path).write()
+
+    def found(small_batch_bytes: int) -> dict[str, tuple]:
+        monkeypatch.setattr(api, "SMALL_BATCH_BYTES", small_batch_bytes)
+        return {r.run_id: (r.anomalies, r.summary["found"]) for r in api.check_runs([tmp_path])}
+
+    side_by_side, union = found(1 << 40), found(0)
+    assert side_by_side == union
+    kinds = {a["kind"] for anomalies, _ in union.values() for a in anomalies}
+    assert kinds == {k.name for k in REGISTRY}

@@ -80,7 +80,7 @@ def test_a_cold_jvm_checks_a_small_run_interpreted_then_generates_code(
 
     # A large batch generates code even on a cold JVM.
     monkeypatch.setattr(cs, "_checks_done", 0)
-    monkeypatch.setattr(cs, "INTERPRETED_MAX_BYTES", 0)
+    monkeypatch.setattr(cs, "SMALL_BATCH_BYTES", 0)
     big, _ = _codegen_seen(run)
     assert big == [before]
 
