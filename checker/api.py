@@ -59,8 +59,9 @@ __all__ = ["RunResult", "check_runs", "write_junit"]
 
 # Anomalies listed per run and kind; the rest are counted (summary.json) only.
 MAX_LISTED = 200
-# A small batch's kinds run side by side (_detect_all): two threads did as well
-# as three and better than five on the 2-core machine.
+# A small batch's kinds run side by side (_detect_all), beside the figures: two
+# threads for the kinds did as well as three and better than five on the 2-core
+# machine.
 KIND_THREADS = 2
 
 
@@ -99,18 +100,19 @@ def _detected(kind: AnomalyKind, ctx: CheckContext) -> DataFrame:
     return kind.detect(ctx).withColumn("kind", F.lit(kind.name))
 
 
-def _detect_all(ctx: CheckContext, side_by_side: bool) -> list[Any]:
-    """Every kind's anomaly rows. A batch runs the kinds' union as one query (one
-    plan, its stages scheduled together). A small batch runs one query per kind
-    from KIND_THREADS threads instead: its time is planning and starting jobs,
-    which then overlap (a cold JVM's first check of a scenario run: the kinds
-    ~4.1 -> ~3.1 s; a 300-run swarm batch: slower; bench/README.md)."""
-    if not side_by_side:
-        return _listed(reduce(DataFrame.unionByName,
-                              [_detected(k, ctx) for k in REGISTRY])).collect()
-    with ThreadPoolExecutor(KIND_THREADS, thread_name_prefix="isrlab-kind") as pool:
-        found = pool.map(lambda k: _listed(_detected(k, ctx)).collect(), REGISTRY)
-        return [row for rows in found for row in rows]
+def _kinds_union(ctx: CheckContext) -> list[Any]:
+    """Every kind's anomaly rows, for a batch: the kinds' union as one query (one
+    plan, its stages scheduled together)."""
+    return _listed(reduce(DataFrame.unionByName, [_detected(k, ctx) for k in REGISTRY])).collect()
+
+
+def _kinds_side_by_side(ctx: CheckContext, pool: ThreadPoolExecutor) -> list[Any]:
+    """Every kind's anomaly rows, for a small batch: one query per kind, from the
+    pool's threads. A small check's time is planning and starting jobs, and these
+    then overlap (a cold JVM's first check of a scenario run: the kinds ~4.1 ->
+    ~3.1 s); a 300-run swarm batch is slower so (bench/README.md)."""
+    found = pool.map(lambda k: _listed(_detected(k, ctx)).collect(), REGISTRY)
+    return [row for rows in found for row in rows]
 
 
 def _notes(rd: RunDir, sources: list[dict[str, Any]], unjudged: list[str]) -> list[str]:
@@ -367,11 +369,23 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             sc.narrow(with_epochs(sc.final, sc.logs).cache()),
             final.sources_df(spark),
         )
-        say(f"checking {len(REGISTRY)} anomaly kinds")
-        with shuffle_partitions(spark, 1 if sc.small else None):
-            found = _detect_all(ctx, side_by_side=history_bytes <= SMALL_BATCH_BYTES)
-        say("computing figures")
-        figs = figures.run_figures(sparse, windows, sends, inputs.events, sc)
+        def figures_of_runs() -> dict[str, Any]:
+            return figures.run_figures(sparse, windows, sends, inputs.events, sc)
+
+        if history_bytes <= SMALL_BATCH_BYTES:
+            say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")
+            with shuffle_partitions(spark, 1 if sc.small else None), \
+                    ThreadPoolExecutor(KIND_THREADS + 1, thread_name_prefix="isrlab-check") as pool:
+                # The figures need nothing the kinds find: their queries run beside them.
+                figs_job = pool.submit(figures_of_runs)
+                found = _kinds_side_by_side(ctx, pool)
+                figs = figs_job.result()
+        else:
+            say(f"checking {len(REGISTRY)} anomaly kinds")
+            with shuffle_partitions(spark, 1 if sc.small else None):
+                found = _kinds_union(ctx)
+            say("computing figures")
+            figs = figures_of_runs()
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)
     for r in found:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
@@ -444,15 +445,18 @@ def load_inputs(
     size = sum(rd.history_bytes for rd in runs.values())
     progress(f"reading {len(runs)} run(s): {size / 1e6:,.0f} MB of history and the replica logs")
     history, logs = load_history(spark, runs), load_logs(spark, runs)
-    facts = collect_facts(history, logs, bits, fields)
-    # A truncated last line is a problem line too: the slow paths report only the
-    # others. A run's history is looked at first, then its logs, then its events.
-    bad: dict[str, tuple[str, RunDirError]] = {}
-    if facts.bad_history:
-        bad.update(bad_history(spark, runs))
-    if facts.bad_logs:
-        bad.update({k: v for k, v in bad_logs(spark, runs).items() if k not in bad})
-    events, bad_events = load_events(spark, runs)
+    with ThreadPoolExecutor(1, thread_name_prefix="isrlab-events") as pool:
+        # The events are other files, read for figures only: beside the facts' pass.
+        events_job = pool.submit(load_events, spark, runs)
+        facts = collect_facts(history, logs, bits, fields)
+        # A truncated last line is a problem line too: the slow paths report only the
+        # others. A run's history is looked at first, then its logs, then its events.
+        bad: dict[str, tuple[str, RunDirError]] = {}
+        if facts.bad_history:
+            bad.update(bad_history(spark, runs))
+        if facts.bad_logs:
+            bad.update({k: v for k, v in bad_logs(spark, runs).items() if k not in bad})
+        events, bad_events = events_job.result()
     bad.update({k: v for k, v in bad_events.items() if k not in bad})
     errors = {k: e for k, (_, e) in bad.items()}
     good = {k: rd for k, rd in runs.items() if k not in bad}

@@ -58,7 +58,9 @@ def free_port() -> int:
 def descendants(pid: int, spark_too: bool = False) -> list[int]:
     """Every live process whose parent chain reaches pid (from /proc), except the
     Spark driver JVM an earlier checker test may have started in this session
-    (it lives as long as the test process, by design) -- unless ``spark_too``."""
+    (it lives as long as the test process, by design) and a checker server a
+    command started (with its JVM: it outlives the command, by design) -- unless
+    ``spark_too``."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -67,7 +69,9 @@ def descendants(pid: int, spark_too: bool = False) -> list[int]:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                spark = b"org.apache.spark.deploy.SparkSubmit" in f.read()
+                cmdline = f.read()
+            spark = (b"org.apache.spark.deploy.SparkSubmit" in cmdline
+                     or b"-m\0checker.server\0" in cmdline)
         except OSError:
             continue
         if fields[0] == "Z" or (spark and not spark_too):
