@@ -25,6 +25,7 @@ check it answers.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import select
@@ -53,6 +54,7 @@ class Server:
         self.last_used = self.started
         self.checks = 0
         self.warmup_checks = 0  # made-up checks the warm-up ran (_WarmUp)
+        self.warmups_abandoned = 0  # a check request found it running
         self._info_lock = threading.Lock()
         self.stopping = False
         self.sock: socket.socket | None = None
@@ -63,7 +65,8 @@ class Server:
             "pid": os.getpid(), "version": remote.checker_version(), "master": self.master,
             "socket": str(remote.socket_path()), "started": self.started,
             "last_used": self.last_used, "idle_timeout": self.idle_timeout,
-            "checks": self.checks, "warmup_checks": self.warmup_checks, "ready": ready,
+            "checks": self.checks, "warmup_checks": self.warmup_checks,
+            "warmups_abandoned": self.warmups_abandoned, "ready": ready,
         }
 
     def _write_info(self, ready: bool) -> None:
@@ -105,7 +108,10 @@ class Server:
         self.last_used = time.time()  # idle from here: Spark's start is not idleness
         self._write_info(ready=True)
         print(f"checker server {remote.checker_version()} ready on {self.master}", flush=True)
-        warmup = self._warm_up()
+        # A client already waiting (a `reproduce` whose cluster was quicker than
+        # Spark's start) is served first: a warm-up started now would be abandoned
+        # at once, and the check would wait for that.
+        warmup = _WarmUp(self.master, 0, self._warmed) if self._waiting() else self._warm_up()
         try:
             while not self.stopping:
                 left = self.idle_timeout - (time.time() - self.last_used)
@@ -121,7 +127,7 @@ class Server:
                     conn.settimeout(None)
                     # A check abandons the warm-up (what it compiled is kept);
                     # `checker status` does not.
-                    self._serve(conn, before_check=warmup.abandon)
+                    self._serve(conn, before_check=functools.partial(self._abandon, warmup))
                 self.last_used = time.time()
                 self._write_info(ready=True)
                 if not self.stopping and not warmup.is_alive():
@@ -131,6 +137,15 @@ class Server:
             self.sock.close()
             self._remove_own_files()
         return 0
+
+    def _abandon(self, warmup: _WarmUp) -> None:
+        if warmup.abandon():
+            self.warmups_abandoned += 1
+
+    def _waiting(self) -> bool:
+        """Whether a client is waiting to be accepted."""
+        assert self.sock is not None
+        return bool(select.select([self.sock], [], [], 0)[0])
 
     def _warm_up(self) -> _WarmUp:
         """Start (or go on with) the warm-up checks, until warmup_checks() checks,
@@ -292,9 +307,10 @@ class _WarmUp(threading.Thread):
             if not self._abandoned.is_set():
                 print(f"checker server: warm-up failed: {e!r}"[:500], flush=True)
 
-    def abandon(self) -> None:
+    def abandon(self) -> bool:
+        """Stop the warm-up; whether it was running."""
         if not self.is_alive():
-            return
+            return False
         from checker.spark import get_session
 
         self._abandoned.set()
@@ -306,6 +322,7 @@ class _WarmUp(threading.Thread):
         while self.is_alive():
             sc.cancelAllJobs()
             self.join(self.POLL_S)
+        return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,6 +69,26 @@ def test_the_warm_up_goes_on_after_a_real_check_up_to_its_count(
     assert client.status()["checks"] == 2
 
 
+def test_a_check_waiting_for_the_server_is_served_before_its_warm_up(
+        server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that connected while the server's Spark started (as a `reproduce`
+    whose cluster is quicker) is served first: no warm-up is started only to be
+    abandoned. After that check the warm-up runs, and the next check abandons it."""
+    monkeypatch.setenv("ISRLAB_CHECKER_WARMUP", "10")
+    runs = _runs(server_env / "runs")
+    client.check(runs[:1])
+    status = client.status()
+    assert status is not None and status["checks"] == 1
+    assert status["warmups_abandoned"] == 0
+    deadline = time.monotonic() + 240
+    while client.status()["warmup_checks"] < 1:
+        assert time.monotonic() < deadline, "the warm-up did not go on after the check"
+        time.sleep(0.2)
+    assert [r.verdict for r in client.check(runs[1:])] == ["valid"]
+    status = client.status()
+    assert status["checks"] == 2 and status["warmups_abandoned"] == 1
+
+
 def test_server_check_matches_in_process_and_replaces_a_stale_server(
         server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = _runs(server_env / "runs")
@@ -174,9 +194,11 @@ def test_a_check_request_abandons_the_warm_up_wherever_it_is(tmp_path: Path) -> 
         while max(tracker.getJobIdsForGroup(None) or [-1]) - before < jobs:
             assert warm.is_alive() and time.monotonic() < deadline
             time.sleep(0.005)
-        warm.abandon()
+        assert warm.abandon()  # it was running
         assert not warm.is_alive()
         assert tracker.getActiveJobsIds() == []
         [result] = check_runs([run])
         assert result.verdict == "valid"
         assert [a["kind"] for a in result.anomalies] == ["lost-write"]
+    assert not _WarmUp(DEFAULT_MASTER, 1, lambda: None).abandon()  # never started
+
