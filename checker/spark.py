@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
 import socket
 import tempfile
 import threading
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
@@ -272,6 +274,42 @@ def _discard_gateway() -> None:
         proc.wait()
 
 
+def _launch(conf: SparkConf) -> JavaGateway:
+    """PySpark's launch_gateway, its JVM's start-up lines (JDK warnings, log4j
+    defaults) going to driver_log_path(), not the user's terminal (errors still
+    reach us via Py4J); and without its leak. Interrupted while the JVM starts (a
+    server's SIGTERM, Ctrl-C), launch_gateway deletes the directory the JVM is
+    about to write its address to; the JVM's main thread then fails, and Py4J's
+    server thread keeps it running for good. So whatever this launch started is
+    killed when it does not return."""
+    try:
+        with open(driver_log_path(), "ab") as log:
+            return launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    except BaseException:
+        _kill_launched_drivers()
+        raise
+
+
+def _kill_launched_drivers() -> None:
+    """SIGKILL this process's children that are a PySpark driver's launch: the
+    spark-submit script or the JVM it became (both end with pyspark-shell)."""
+    me = str(os.getpid())
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # no /proc: nothing to look at
+        return
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                launch = f.read().endswith(b"\0pyspark-shell\0")
+            if ppid == me and launch:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, IndexError):
+            continue
+
+
 def get_session(master: str | None = None, progress_bar: bool = False,
                 niced_jit: bool = True) -> SparkSession:
     """Return the cached SparkSession, starting it on first use.
@@ -361,12 +399,7 @@ def get_session(master: str | None = None, progress_bar: bool = False,
             log_start = _log_size()
             try:
                 if launched:
-                    # The JVM's own start-up lines (JDK warnings, log4j defaults) go to
-                    # a log file, not the user's terminal; errors still reach us via py4j.
-                    with open(driver_log_path(), "ab") as log:
-                        gateway = launch_gateway(
-                            conf, popen_kwargs={"stdout": log, "stderr": log})
-                    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+                    SparkContext._ensure_initialized(gateway=_launch(conf), conf=conf)
                 if SparkContext._jvm is not None:  # PySpark reads it at every call
                     SparkContext._jvm = caching(SparkContext._jvm)
                 session = SparkSession.builder.config(conf=conf).getOrCreate()

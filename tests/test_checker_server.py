@@ -202,3 +202,54 @@ def test_a_check_request_abandons_the_warm_up_wherever_it_is(tmp_path: Path) -> 
         assert [a["kind"] for a in result.anomalies] == ["lost-write"]
     assert not _WarmUp(DEFAULT_MASTER, 1, lambda: None).abandon()  # never started
 
+
+
+def _marked(marker: bytes) -> list[tuple[int, bytes]]:
+    """(pid, cmdline) of every live process whose environment holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or not alive(int(entry)):
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker not in f.read():
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                found.append((int(entry), f.read()))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_server_stopped_while_its_spark_starts_leaves_no_jvm(tmp_path: Path) -> None:
+    """SIGTERM (`checker stop`, a test session's end) while the server's driver JVM is
+    starting: PySpark's launch deletes the directory the JVM was to write its address
+    to, and that JVM would run for good (Py4J's server thread). It is killed."""
+    marker = f"ISRLAB_TEST_LAUNCH={os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "ISRLAB_CHECKER_DIR": str(tmp_path / "server"),
+           "ISRLAB_TEST_LAUNCH": marker.split("=", 1)[1]}
+    proc = subprocess.Popen([sys.executable, "-m", "checker.server", "--master", "local[2]"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        # The driver JVM exists (spark-class has exec'd it, after its launcher JVM
+        # built the command) but has not answered yet.
+        while not (jvms := [pid for pid, cmd in _marked(marker.encode())
+                            if b"org.apache.spark.deploy.SparkSubmit" in cmd
+                            and b"org.apache.spark.launcher.Main" not in cmd]):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        info = json.loads((tmp_path / "server" / "server.json").read_text())
+        assert info["pid"] == proc.pid and not info["ready"]
+        proc.terminate()
+        proc.wait(60)
+        # (A class-data archive build it may start as it exits is another JVM.)
+        deadline = time.monotonic() + 30
+        while any(alive(p) for p in jvms) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [p for p in jvms if alive(p)] == []
+    finally:
+        proc.kill()
+        for pid, _ in _marked(marker.encode()):
+            os.kill(pid, 9)
