@@ -322,7 +322,7 @@ class SimCluster:
     def _held(self, node: SimNode, peer: str | None, direction: str, rtype: str,
               go: Callable[[], None]) -> None:
         """Pass `go` on now, or hold it while a delay rule holds this link (in order)."""
-        if peer is None or node.delays.release_at(peer, direction, rtype, self.now) is None:
+        if node.delays.release_at(peer, direction, rtype, self.now) is None:
             go()  # no rule holds it (others held on the link do not hold it up)
             return
         self._emit(node, "delay-held", {"peer": peer, "direction": direction,

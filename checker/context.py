@@ -46,7 +46,6 @@ class CheckContext:
     # partition's final log came from (all partitions).
     final_sources: DataFrame
     _shared: dict[str, DataFrame] = field(default_factory=dict, repr=False)
-
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:

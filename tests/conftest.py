@@ -70,11 +70,11 @@ def descendants(pid: int, spark_too: bool = False) -> list[int]:
                 fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read()
-            spark = (b"org.apache.spark.deploy.SparkSubmit" in cmdline
-                     or b"-m\0checker.server\0" in cmdline)
+            shared = (b"org.apache.spark.deploy.SparkSubmit" in cmdline
+                      or b"-m\0checker.server\0" in cmdline)
         except OSError:
             continue
-        if fields[0] == "Z" or (spark and not spark_too):
+        if fields[0] == "Z" or (shared and not spark_too):
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
     out, todo = [], [pid]
