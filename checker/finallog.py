@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from checker.facts import FINAL, Digest
 from checker.load import Inputs
+from checker.spark import local_rows
 from contract import FINAL_PROCESS
 
 KEY = ["run", "topic", "partition"]
@@ -49,7 +50,7 @@ class FinalLog:
     fallback: dict[tuple, tuple[str, int]]
 
     def sources_df(self, spark: SparkSession) -> DataFrame:
-        return spark.createDataFrame(self.sources, SOURCES_SCHEMA)
+        return local_rows(spark, self.sources, SOURCES_SCHEMA)
 
     def records(
         self, spark: SparkSession, history: DataFrame, logs: DataFrame, only: set | None = None
@@ -58,7 +59,7 @@ class FinalLog:
         DataFrame over the inputs (of the partitions in ``only``, if given)."""
         polls = final_polls(history)
         if only is not None:
-            some = F.broadcast(spark.createDataFrame(list(only), PARTITIONS))
+            some = F.broadcast(local_rows(spark, list(only), PARTITIONS))
             polls = polls.join(some, KEY, "left_semi")
             logs = logs.join(some, KEY, "left_semi")
         read = polls.select(*KEY, F.explode("records").alias("r")).select(
@@ -70,8 +71,8 @@ class FinalLog:
         """The final records from the final read's records (``read``: KEY, offset,
         value) and, for partitions without one, the leader's log up to its HW."""
         if self.fallback:
-            upto = spark.createDataFrame(
-                [(*k, b, hw) for k, (b, hw) in self.fallback.items()],
+            upto = local_rows(
+                spark, [(*k, b, hw) for k, (b, hw) in self.fallback.items()],
                 f"{PARTITIONS}, leader_broker string, leader_hw long",
             )
             from_logs = (
@@ -86,7 +87,7 @@ class FinalLog:
         if not self.unsure:
             return read
         # Rare: drop repeated (offset, value) pairs where pages overlap.
-        u = spark.createDataFrame(list(self.unsure), PARTITIONS)
+        u = local_rows(spark, list(self.unsure), PARTITIONS)
         u = F.broadcast(u.withColumn("unsure", F.lit(True)))
         marked = read.join(u, KEY, "left")
         return (
@@ -102,17 +103,18 @@ def final_polls(history: DataFrame) -> DataFrame:
     )
 
 
-def _leaders(states: list[Any]) -> dict[tuple, tuple[str, int]]:
+def _leaders(states: list[dict[str, Any]]) -> dict[tuple, tuple[str, int]]:
     """(run, topic, partition) -> (broker, hw) of the replica in the leader role with
     the highest leader epoch (then the first broker by name)."""
     best: dict[tuple, Any] = {}
     for s in states:
-        if s.role != "leader":
+        if s["role"] != "leader":
             continue
-        k = (s.run, s.topic, s.partition)
-        rank = (-(s.leader_epoch if s.leader_epoch is not None else -1), s.broker)
+        k = (s["run"], s["topic"], s["partition"])
+        epoch = s["leader_epoch"]
+        rank = (-(epoch if epoch is not None else -1), s["broker"])
         if k not in best or rank < best[k][0]:
-            best[k] = (rank, s.broker, s.hw)
+            best[k] = (rank, s["broker"], s["hw"])
     return {k: (b, hw) for k, (_, b, hw) in best.items()}
 
 
@@ -150,12 +152,12 @@ def final_log(
         if any(b[0] <= a[1] for a, b in zip(rs, rs[1:], strict=False)):
             unsure.add(k)
 
-    states = inputs.states.collect()
+    states = inputs.state_rows  # no job: the driver read them (checker.rundir)
     leaders = _leaders(states)
     fallback = {k: v for k, v in leaders.items() if k not in read_parts}
     unsure |= set(fallback)
     universe |= read_parts | set(leaders)
-    universe |= {(s.run, s.topic, s.partition) for s in states}
+    universe |= {(s["run"], s["topic"], s["partition"]) for s in states}
     fl = FinalLog([], unsure, fallback)
     if unsure:
         # Rare: count the deduplicated records of these partitions exactly.

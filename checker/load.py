@@ -35,7 +35,7 @@ from checker import schemas
 from checker.errors import RunDirError
 from checker.facts import LOG_FIELDS, Facts, bad_record, collect_facts
 from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
-from checker.spark import keep
+from checker.spark import keep, local_rows
 from contract import CLIENT_FS, CONTROLLER, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
 
 
@@ -46,6 +46,8 @@ class Inputs:
     history: DataFrame  # run, index, time, process, type, f, topic, partition, value, ...
     logs: DataFrame  # run, broker, topic, partition, offset, epoch, value
     states: DataFrame  # run, broker, topic, partition, role, leader, leader_epoch, leo, hw, ...
+    # The same rows as Python dicts: read in the driver without a Spark job.
+    state_rows: list[dict[str, Any]]
     # run (URI) -> its event figures (load_events); None: no run has events.
     events: dict[str, dict[str, int]] | None
     run_keys: dict[str, str]  # run (URI, as in the DataFrames) -> RunDir key
@@ -417,13 +419,16 @@ def _run_keys(runs: dict[str, RunDir], seen: set[str], history: DataFrame, singl
     return keys
 
 
-def load_states(spark: SparkSession, runs: dict[str, RunDir], uri_of: dict[str, str]) -> DataFrame:
+def load_states(spark: SparkSession, runs: dict[str, RunDir], uri_of: dict[str, str]
+                ) -> tuple[DataFrame, list[dict[str, Any]]]:
+    """The replicas' final states (state.json, read by checker.rundir), as a
+    DataFrame and as the rows it was made of."""
     rows: list[dict[str, Any]] = [
         {**{k: s[k] for k in schemas.STATES.fieldNames() if k != "run"}, "run": uri_of[rd.key]}
         for rd in runs.values()
         for s in rd.states
     ]
-    return spark.createDataFrame(rows, schemas.STATES)
+    return local_rows(spark, rows, schemas.STATES), rows
 
 
 def _without(df: DataFrame | None, uris: set[str]) -> DataFrame | None:
@@ -461,7 +466,7 @@ def load_inputs(
     errors = {k: e for k, (_, e) in bad.items()}
     good = {k: rd for k, rd in runs.items() if k not in bad}
     if not good:
-        return Inputs(history, logs, load_states(spark, {}, {}), None, {}, errors), facts
+        return Inputs(history, logs, *load_states(spark, {}, {}), None, {}, errors), facts
     uris = {u for u, _ in bad.values()}
     history, logs = _without(good_lines(history), uris), _without(good_lines(logs), uris)
     if events is not None:
@@ -471,5 +476,5 @@ def load_inputs(
                         runs=facts.runs - uris)
     keys = _run_keys(good, facts.runs, history, single=len(runs) == 1)
     uri_of = {k: u for u, k in keys.items()}
-    return (Inputs(history, logs, load_states(spark, good, uri_of), events, keys, errors),
+    return (Inputs(history, logs, *load_states(spark, good, uri_of), events, keys, errors),
             facts)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from checker.spark import local_rows
 from contract import ANOMALY_KINDS
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def write_results(spark: SparkSession, results: Sequence[RunResult], table: Path
     for name, rows, schema in (("runs", runs, RUNS), ("anomalies", anomalies, ANOMALIES)):
         if rows:
             (
-                spark.createDataFrame(rows, schema)
+                local_rows(spark, rows, schema)
                 .coalesce(1)
                 .write.mode("append")
                 .partitionBy("check_date")

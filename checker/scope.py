@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from checker.facts import ACKED, FINAL, LOG, READ, Digest, Facts
 from checker.finallog import KEY, PARTITIONS, FinalLog
 from checker.load import Inputs
-from checker.spark import keep
+from checker.spark import keep, local_rows
 from checker.sparse import uneven_sources
 from contract import FINAL_PROCESS
 
@@ -206,11 +206,10 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     per_part: dict[tuple, list[int]] = {}
     for *k, b in listed:
         per_part.setdefault(tuple(k), []).append(b)
-    parts = spark.createDataFrame(
-        [(*k, sorted(bs)) for k, bs in per_part.items()], f"{PARTITIONS}, listed array<bigint>"
-    )
-    odd = spark.createDataFrame(
-        list(uneven_sources(facts.digests)), f"{PARTITIONS}, process string"
+    parts = local_rows(spark, [(*k, sorted(bs)) for k, bs in per_part.items()],
+                       f"{PARTITIONS}, listed array<bigint>")
+    odd = local_rows(
+        spark, list(uneven_sources(facts.digests)), f"{PARTITIONS}, process string"
     ).withColumn("odd", F.lit(True))
     f, typ = F.col("f"), F.col("type")
     poll = (f == "poll") & (typ == "ok")
@@ -296,7 +295,7 @@ def scope(
     if prune is None and len(bk.suspect) > MAX_SUSPECT_SHARE * max(bk.total, 1):
         return _everything(spark, inputs, final)
     listed = bk.suspect | _range_buckets(final_ranges)
-    buckets = spark.createDataFrame(list(listed), _BUCKETS).withColumn("in_bucket", F.lit(True))
+    buckets = local_rows(spark, list(listed), _BUCKETS).withColumn("in_bucket", F.lit(True))
 
     # Pass 1: every record of the history in a listed bucket, of the acks (half
     # the history, few of them there) and the polls that can hold one.
@@ -313,7 +312,7 @@ def scope(
     # values. A value only a replica's log names there needs nothing more: outside
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
-    values = spark.createDataFrame(list(named), _VALUES)
+    values = local_rows(spark, list(named), _VALUES)
     value_in = _maybe_in("value", named)
     marked = keep(_mark(inputs.logs.filter(_maybe_in(bucket_sql, listed) | value_in), buckets,
                         "offset")
@@ -366,6 +365,4 @@ def _unseen_outside(spark: SparkSession, scoped_sends: DataFrame, untouched: dic
     per_run: dict[str, int] = {}
     for b, n in untouched.items():
         per_run[b[0]] = per_run.get(b[0], 0) + n - inside.get(b, 0)
-    return spark.createDataFrame(
-        list(per_run.items()), "run string, unseen_outside long"
-    )
+    return local_rows(spark, list(per_run.items()), "run string, unseen_outside long")

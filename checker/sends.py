@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from checker.finallog import KEY, PARTITIONS
 from checker.latency import Histogram, bucket
+from checker.spark import local_rows
 
 VALUE = [*KEY, "value"]
 _COUNTS = ["n_invoke", "n_ok", "n_fail", "n_info"]
@@ -142,8 +143,7 @@ def _phased(spark: SparkSession, rows: DataFrame, windows: dict[str, list[tuple]
     for run, starts in windows.items():
         edges = [(None, None), *[(t, i) for t, i, *_ in starts], (None, None)]
         bounds += [(run, n, *edges[n], *edges[n + 1]) for n in range(len(edges) - 1)]
-    table = spark.createDataFrame(
-        bounds, "wrun string, n int, t0 long, i0 long, t1 long, i1 long")
+    table = local_rows(spark, bounds, "wrun string, n int, t0 long, i0 long, t1 long, i1 long")
     after_start = F.col("t0").isNull() | after(F.col("t0"), F.col("i0"))
     before_end = F.col("t1").isNull() | before(F.col("t1"), F.col("i1"))
     # Only completions look for their window; the join key of the rest is null.
@@ -202,7 +202,7 @@ def _odd_pairs(spark: SparkSession, history: DataFrame, odd: set[tuple]) -> Data
     """The completions of the odd values in send_ops' row shape, each paired with
     the op before it in its process among that value's lines (Jepsen: one op in
     flight per process); their lines are counted already."""
-    keys = spark.createDataFrame(list(odd), f"{PARTITIONS}, value long")
+    keys = local_rows(spark, list(odd), f"{PARTITIONS}, value long")
     lines = history.filter(F.col("f") == "send").join(F.broadcast(keys), VALUE, "left_semi")
     w = Window.partitionBy(*VALUE, "process").orderBy("index")
     prev_inv = F.lag("type").over(w) == "invoke"

@@ -16,6 +16,7 @@ is one line naming the master, and leaves no JVM behind.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StructType
 
 from checker.errors import SparkMasterError
 from checker.java import ensure_java, user_cache
@@ -420,6 +423,41 @@ def task_slices(sc: SparkContext, items: int) -> int:
     """How many tasks to cut ``items`` independent pieces of work into (a swarm's
     seeds, its reports): four a core, so a slow piece does not leave cores idle."""
     return max(1, min(items, sc.defaultParallelism * 4))
+
+
+# Above this many rows local_rows hands them to createDataFrame: a literal that
+# big is better shipped as data than folded into every plan that reads it.
+LOCAL_ROWS_MAX = 10_000
+
+
+def _field_names(schema: str | StructType) -> list[str]:
+    """The top-level field names of a struct schema, or of its DDL ("a string,
+    b array<bigint>")."""
+    if isinstance(schema, StructType):
+        return schema.fieldNames()
+    names, depth, start = [], 0, 0
+    for i, ch in enumerate(schema + ","):
+        depth += (ch == "<") - (ch == ">")
+        if ch == "," and depth == 0:
+            names.append(schema[start:i].split()[0])
+            start = i + 1
+    return names
+
+
+def local_rows(spark: SparkSession, rows: Sequence[Sequence | Mapping],
+               schema: str | StructType) -> DataFrame:
+    """Rows the driver holds (tuples in field order, or dicts by field name) as a
+    DataFrame of ``schema`` made in the JVM: one JSON literal that the optimizer
+    folds into the plan. spark.createDataFrame passes a list through a Python
+    worker (PySpark re-serializes a parallelized list in one), and the first of
+    those in a check waited for the worker daemon to start (~0.8 s cold)."""
+    if len(rows) > LOCAL_ROWS_MAX:
+        return spark.createDataFrame(list(rows), schema)
+    names = _field_names(schema)
+    objs = [r if isinstance(r, Mapping) else dict(zip(names, r, strict=True)) for r in rows]
+    text = json.dumps([{n: o[n] for n in names} for o in objs], separators=(",", ":"))
+    typ = ArrayType(schema) if isinstance(schema, StructType) else f"array<struct<{schema}>>"
+    return spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(text), typ)))
 
 
 def keep(df: DataFrame, eager: bool = True) -> DataFrame:

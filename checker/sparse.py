@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from checker.facts import FINAL, READ, Digest
 from checker.finallog import KEY, PARTITIONS
-from checker.spark import keep
+from checker.spark import keep, local_rows
 from contract import FINAL_PROCESS, NEMESIS_PROCESS
 
 
@@ -42,8 +42,8 @@ def sparse_rows(spark, history: DataFrame, uneven: set[tuple]) -> DataFrame:
         (f == "poll") | (proc == NEMESIS_PROCESS) | ((f == "send") & typ.isin("fail", "info"))
     )
     if uneven:
-        marks = spark.createDataFrame(
-            list(uneven), f"{PARTITIONS}, process string"
+        marks = local_rows(
+            spark, list(uneven), f"{PARTITIONS}, process string"
         ).withColumn("uneven", F.lit(True))
         rows = rows.join(F.broadcast(marks), [*KEY, "process"], "left")
         keep_records = F.coalesce(F.col("uneven"), F.lit(False))

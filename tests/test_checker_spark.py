@@ -141,3 +141,78 @@ def test_pyspark_looks_up_a_jvm_class_and_its_method_once_per_jvm(
     # The lookups are a convenience: queries built with them still compute.
     row = spark.range(3).select(F.sum(F.col("id")).alias("s")).collect()[0]
     assert row.s == 3
+
+
+@pytest.mark.spark
+def test_local_rows_are_the_rows_createdataframe_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """local_rows (a JSON literal folded into the plan) gives the rows and schema
+    spark.createDataFrame gives, for tuples under a DDL schema and dicts under a
+    StructType -- and so does its createDataFrame path for many rows."""
+    import checker.spark as cs
+    from checker import schemas
+
+    spark = get_session()
+    ddl = "run string, partition int, hw long, listed array<bigint>, odd boolean"
+    tuples = [("file:/a%20b/r", 0, 2**40, [1, 2], True), ("r2", None, None, [], None),
+              ("ü \"q\"", -1, 0, None, False)]
+    state = {"run": "r", "broker": "A", "topic": "t", "partition": 0, "role": "leader",
+             "leader": "A", "leader_epoch": 3, "leo": 5, "hw": 4}
+    dicts = [{f: state.get(f) for f in schemas.STATES.fieldNames()}]
+    for rows, schema in ((tuples, ddl), (dicts, schemas.STATES), ([], ddl)):
+        want = spark.createDataFrame(rows, schema)
+        for limit in (cs.LOCAL_ROWS_MAX, 1):  # the literal, then createDataFrame's path
+            monkeypatch.setattr(cs, "LOCAL_ROWS_MAX", limit)
+            got = cs.local_rows(spark, rows, schema)
+            assert got.schema == want.schema
+            assert got.collect() == want.collect()
+    plan = cs.local_rows(spark, tuples, ddl)._jdf.queryExecution().optimizedPlan().toString()
+    assert "from_json" not in plan  # folded into a literal when the plan is optimized
+
+
+@pytest.mark.spark
+def test_a_check_starts_no_python_worker(tmp_path) -> None:
+    """A check builds its small tables in the JVM (checker.spark.local_rows), so its
+    driver JVM never starts PySpark's Python worker daemon -- on a cold JVM that
+    start came out of the first check. Real processes: a fresh driver JVM checks a
+    run; then spark.createDataFrame, which does start the daemon, shows that the
+    count sees it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from conftest_spark import kip101_loss
+
+    run = kip101_loss(tmp_path, "r", ["lost-write"], "kip101-hw-truncation-loss").write()
+    script = textwrap.dedent(f"""
+        import os
+        from checker.api import check_runs
+        from checker.spark import get_session
+
+        def daemons():
+            n = 0
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{{pid}}/cmdline", "rb") as f:
+                        cmd = f.read()
+                    with open(f"/proc/{{pid}}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    with open(f"/proc/{{ppid}}/stat") as f:
+                        grand = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError):
+                    continue
+                n += b"pyspark.daemon" in cmd and grand == os.getpid()
+            return n
+
+        [result] = check_runs([{str(run)!r}])
+        print(result.verdict, daemons())
+        get_session().createDataFrame([(1,)], "a int").collect()
+        print(daemons())
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "ISRLAB_CHECKER_SERVER"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env=env,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr[-2000:]
+    checked, after = out.stdout.split("\n")[:2]
+    assert checked == "valid 0"
+    assert int(after) >= 1
