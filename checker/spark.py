@@ -454,8 +454,9 @@ def local_rows(spark: SparkSession, rows: Sequence[Sequence | Mapping],
     if len(rows) > LOCAL_ROWS_MAX:
         return spark.createDataFrame(list(rows), schema)
     names = _field_names(schema)
-    objs = [r if isinstance(r, Mapping) else dict(zip(names, r, strict=True)) for r in rows]
-    text = json.dumps([{n: o[n] for n in names} for o in objs], separators=(",", ":"))
+    objs = [{n: r[n] for n in names} if isinstance(r, Mapping)
+            else dict(zip(names, r, strict=True)) for r in rows]
+    text = json.dumps(objs, separators=(",", ":"))
     typ = ArrayType(schema) if isinstance(schema, StructType) else f"array<struct<{schema}>>"
     return spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(text), typ)))
 
