@@ -31,26 +31,9 @@ from pathlib import Path
 from typing import Any
 
 # The same measure as the nightly trend page's detection time.
-from harness.nightly import loss_time
-from harness.nightly import truncation_events as truncations_of
+from harness.nightly import detection_times
 
 KINDS = ("lost-write", "divergence")
-
-
-def detection(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, float | None]:
-    """kind -> seconds to its first anomaly in this run, None if it shows none."""
-    path = run_dir / "check" / "anomalies.json"
-    anomalies = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    truncations = truncations_of(run_dir)
-    out: dict[str, float | None] = {k: None for k in kinds}
-    for a in anomalies:
-        k = a.get("kind")
-        if k not in out:
-            continue
-        t = loss_time(a, truncations)
-        if t is not None and (out[k] is None or t < out[k]):  # type: ignore[operator]
-            out[k] = t
-    return out
 
 
 def summarize(times: list[float | None], limit: float) -> dict[str, Any]:
@@ -98,7 +81,7 @@ def main() -> int:
     for r in summary.get("runs", []):
         per_run.append({"seed": r.get("seed"), "verdict": r.get("verdict"),
                         "found": r.get("found"),
-                        "detection_s": detection(Path(r["run_dir"]), kinds)})
+                        "detection_s": detection_times(Path(r["run_dir"]), kinds)})
     table = {k: summarize([r["detection_s"][k] for r in per_run], limit) for k in kinds}
     first = summarize([min((t for t in r["detection_s"].values() if t is not None),
                            default=None) for r in per_run], limit)

@@ -3,15 +3,19 @@
 The VM these benchmarks run on drifts: the same code's first check took 14.4 s
 one morning and 30 s that afternoon, and within the afternoon this loop took
 0.4-1.4 s. A benchmark prints `speed_line()` before and after it runs, so that
-an hour whose speed changed shows. It does not see everything (a JVM's first
-check was twice as slow again with the loop at its fastest): compare code by
-alternating versions within minutes, as bench/first_check.py does.
+an hour whose speed changed shows. The loop does not see everything (a JVM's
+first check was twice as slow again with the loop at its fastest): the host
+also takes CPU time from this VM's two cores, which the kernel counts as
+*steal* (/proc/stat), and `Steal` measures that share over a stretch of work
+such as one benchmark run. Compare code by alternating versions within minutes,
+as bench/first_check.py does.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 STEPS = 10_000_000
 
@@ -28,8 +32,46 @@ def loop_seconds(repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """All CPUs' (total, steal) ticks since boot; (0, 0) where /proc/stat is not
+    Linux's."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0, 0
+    if fields[0] != "cpu" or len(fields) < 9:
+        return 0, 0
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return sum(ticks), ticks[7]
+
+
+class Steal:
+    """The share of this VM's CPU time the host took (steal) between start()
+    (or construction) and percent()."""
+
+    def __init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        self._t0, self._s0 = _cpu_ticks()
+
+    def percent(self) -> float | None:
+        t1, s1 = _cpu_ticks()
+        if t1 <= self._t0:
+            return None
+        return 100.0 * (s1 - self._s0) / (t1 - self._t0)
+
+
+def steal_text(steal: Steal) -> str:
+    p = steal.percent()
+    return "steal n/a" if p is None else f"steal {p:.0f}%"
+
+
 def speed_line() -> str:
-    return f"machine speed: a {STEPS:,}-step Python loop takes {loop_seconds():.2f} s"
+    steal = Steal()
+    loop = loop_seconds()
+    return (f"machine speed: a {STEPS:,}-step Python loop takes {loop:.2f} s "
+            f"({steal_text(steal)} of the CPU time meanwhile)")
 
 
 if __name__ == "__main__":

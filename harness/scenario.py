@@ -247,13 +247,7 @@ def _assertions(v: Validator, doc: LocMap) -> list[dict[str, Any]]:
         for op, x in ops.items():
             if isinstance(x, bool) or not isinstance(x, (int, float)):
                 raise v.err(m.line_of(op), f"{fig} {op} needs a number, got {x!r}")
-        protocols = None
-        if "protocols" in m:
-            pl = v.seq(m["protocols"], m.line_of("protocols"), "protocols")
-            for p in pl:
-                if p not in PROTOCOLS:
-                    raise v.err(m.line_of("protocols"), f"unknown protocol version {p!r}")
-            protocols = list(pl)
+        protocols = v.protocols(m)
         out.append({"figure": fig, **ops, "protocols": protocols, "line": m.line,
                     "note": m.get("note")})
     return out

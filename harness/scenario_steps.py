@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from contract import NETWORK_FAULTS, PROCESS_FAULTS, PROTOCOLS
+from contract import NETWORK_FAULTS, PROCESS_FAULTS
 from harness.backends.base import CONTROLLER
 from harness.validate import Validator, check_topic_partition, empty_map
 from harness.yamlloc import LocMap, LocSeq
@@ -140,13 +140,7 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
             raise v.err(line, f"a step has exactly one kind, found {len(kinds)}: "
                               f"{', '.join(kinds) or 'none'}")
         kind = kinds[0]
-        protocols = None
-        if "protocols" in m:
-            pl = v.seq(m["protocols"], m.line_of("protocols"), "protocols")
-            for p in pl:
-                if p not in PROTOCOLS:
-                    raise v.err(m.line_of("protocols"), f"unknown protocol version {p!r}")
-            protocols = list(pl)
+        protocols = v.protocols(m)
         variants = None
         if "variants" in m:
             vl = m["variants"]

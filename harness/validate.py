@@ -6,6 +6,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from contract import PROTOCOLS
 from harness.backends.base import CONTROLLER
 from harness.yamlloc import LocMap, LocSeq, ScenarioError
 
@@ -71,6 +72,18 @@ class Validator:
                 known = ", ".join([*brokers, *([CONTROLLER] if allow_controller else [])])
                 raise self.err(line, f"{what}: unknown node {n!r}; known: {known}")
         return list(names)
+
+    def protocols(self, m: LocMap) -> list[str] | None:
+        """The mapping's optional ``protocols:`` list (the versions an entry applies
+        to), each a known protocol version; None when absent."""
+        if "protocols" not in m:
+            return None
+        line = m.line_of("protocols")
+        pl = self.seq(m["protocols"], line, "protocols")
+        for p in pl:
+            if p not in PROTOCOLS:
+                raise self.err(line, f"unknown protocol version {p!r}")
+        return list(pl)
 
     def acks(self, v: Any, line: int) -> int | str:
         if v in (0, 1, -1, "all") and not isinstance(v, bool):
