@@ -4,11 +4,12 @@ The VM these benchmarks run on drifts: the same code's first check took 14.4 s
 one morning and 30 s that afternoon, and within the afternoon this loop took
 0.4-1.4 s. A benchmark prints `speed_line()` before and after it runs, so that
 an hour whose speed changed shows. The loop does not see everything (a JVM's
-first check was twice as slow again with the loop at its fastest): the host
-also takes CPU time from this VM's two cores, which the kernel counts as
-*steal* (/proc/stat), and `Steal` measures that share over a stretch of work
-such as one benchmark run. Compare code by alternating versions within minutes,
-as bench/first_check.py does.
+first check was twice as slow again with the loop at its fastest). `Steal`
+measures the share of CPU time the host took from this VM (the kernel's
+*steal*, /proc/stat) over a stretch of work such as one benchmark run: it tells
+a descheduled VM from a slow core (on 2026-11-28 the loop ran 3-7x slower with
+steal at 0-2 %). Compare code by alternating versions within minutes, as
+bench/first_check.py does.
 """
 
 from __future__ import annotations
@@ -46,32 +47,23 @@ def _cpu_ticks() -> tuple[int, int]:
 
 
 class Steal:
-    """The share of this VM's CPU time the host took (steal) between start()
-    (or construction) and percent()."""
+    """The share of this VM's CPU time the host took (steal) since construction."""
 
     def __init__(self) -> None:
-        self.start()
-
-    def start(self) -> None:
         self._t0, self._s0 = _cpu_ticks()
 
-    def percent(self) -> float | None:
+    def text(self) -> str:
         t1, s1 = _cpu_ticks()
         if t1 <= self._t0:
-            return None
-        return 100.0 * (s1 - self._s0) / (t1 - self._t0)
-
-
-def steal_text(steal: Steal) -> str:
-    p = steal.percent()
-    return "steal n/a" if p is None else f"steal {p:.0f}%"
+            return "steal n/a"
+        return f"steal {100.0 * (s1 - self._s0) / (t1 - self._t0):.0f}%"
 
 
 def speed_line() -> str:
     steal = Steal()
     loop = loop_seconds()
     return (f"machine speed: a {STEPS:,}-step Python loop takes {loop:.2f} s "
-            f"({steal_text(steal)} of the CPU time meanwhile)")
+            f"({steal.text()} of the CPU time meanwhile)")
 
 
 if __name__ == "__main__":

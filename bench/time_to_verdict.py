@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from machine import Steal, speed_line, steal_text  # noqa: E402 - bench/ is the script's own path
+from machine import Steal, speed_line  # noqa: E402 - bench/ is the script's own path
 
 from checker import client  # noqa: E402
 from checker.spark import cds_archive  # noqa: E402
@@ -93,7 +93,7 @@ def main() -> int:
                     cluster.setdefault(name, []).append(summary["elapsed_s"])
                     print(f"  {i + 1}/{args.n} {name:30} {cond:9} {wall:6.2f} s "
                           f"(cluster {summary['elapsed_s']:.2f} s, {summary.get('verdict')}, "
-                          f"{steal_text(steal)}"
+                          f"{steal.text()}"
                           + (f"; server had run {info.get('checks', 0)} check(s) and "
                              f"{info.get('warmup_checks', 0)} warm-up check(s))"
                              if cond == "warm" else ")"),
