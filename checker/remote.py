@@ -67,7 +67,9 @@ def checker_version() -> str:
         for f in files:
             h.update(str(f.relative_to(ROOT)).encode())
             h.update(f.read_bytes())
-    h.update(f"pyspark {pyspark.__version__} python {sys.version} {sys.executable}".encode())
+    # The environment, not the interpreter's name: `isrlab` (python3) and
+    # `python -m harness.cli` must share a server, where sys.executable differs.
+    h.update(f"pyspark {pyspark.__version__} python {sys.version} {sys.prefix}".encode())
     # Anything else that must not share a server (tests use it to play an upgrade).
     h.update(os.environ.get("ISRLAB_CHECKER_VERSION_SALT", "").encode())
     return h.hexdigest()[:16]

@@ -253,3 +253,14 @@ def test_a_server_stopped_while_its_spark_starts_leaves_no_jvm(tmp_path: Path) -
         proc.kill()
         for pid, _ in _marked(marker.encode()):
             os.kill(pid, 9)
+
+
+def test_the_version_is_the_environments_not_the_interpreters_name(tmp_path: Path) -> None:
+    """`isrlab` runs as python3, `python -m harness.cli` as python: one environment,
+    one checker version, so neither replaces the other's warm server."""
+    alias = tmp_path / "python-alias"
+    alias.symlink_to(sys.executable)
+    code = "from checker.remote import checker_version; print(checker_version())"
+    versions = {subprocess.run([exe, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.strip() for exe in (sys.executable, str(alias))}
+    assert len(versions) == 1 and len(versions.pop()) == 16
