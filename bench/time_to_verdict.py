@@ -11,13 +11,16 @@ Three conditions per scenario, alternated so that drift hits them alike:
             its report; the server goes on warming up meanwhile);
   no-server --no-server: the check in the command's own process, a fresh JVM.
 With --first-ever the class-data archive is removed before each cold run (a
-machine that never checked). Prints a table (median and max per condition) and
-the cluster part (the run's own elapsed_s from --json).
+machine that never checked), and the benchmark holds the archive builders' lock
+throughout, so that no builder (started as a server exits) writes one under it;
+without it, the archive is built first if there is none. Prints a table (median
+and max per condition) and the cluster part (the run's own elapsed_s from --json).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from machine import Steal, speed_line  # noqa: E402 - bench/ is the script's own path
 
 from checker import client  # noqa: E402
+from checker.archive import build_in_background, build_lock  # noqa: E402
 from checker.spark import cds_archive  # noqa: E402
 
 # From the command to the verdict: a cold machine, and one that checked in the last
@@ -76,7 +80,13 @@ def main() -> int:
     print(speed_line(), flush=True)
     times: dict[tuple[str, str], list[float]] = {}
     cluster: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="isrlab-ttv-") as tmp:
+    if not args.first_ever and not cds_archive().is_file():
+        print("building the class-data archive first (python -m checker.archive)", flush=True)
+        subprocess.run([sys.executable, "-m", "checker.archive"], cwd=ROOT, check=True)
+    with contextlib.ExitStack() as stack:
+        if args.first_ever:
+            stack.enter_context(build_lock(wait=True))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="isrlab-ttv-"))
         runs = Path(tmp)
         for i in range(args.n):
             for name in args.scenario or SHIPPED:
@@ -99,6 +109,8 @@ def main() -> int:
                              if cond == "warm" else ")"),
                           flush=True)
         wait_stopped()
+    if args.first_ever:
+        build_in_background()  # the machine's archive again, as its servers would have
     print(f"\nscenario (--protocol {args.protocol})   cluster   cold (med/max)   "
           "warm (med/max)   no-server (med/max)")
     for name in args.scenario or SHIPPED:

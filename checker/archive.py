@@ -4,11 +4,13 @@ of its own.
 A JVM that records its classes to archive them on exit
 (``-XX:ArchiveClassesAtExit``) starts ~3 s slower and runs its first check ~2 s
 slower than one that does not (bench/README.md, time to verdict). The checker
-server's JVM answers a new user's very first check, so it never records: once
-its warm-up is over, or when it exits first, the server starts this module in
-the background, at the lowest CPU priority. It checks the warm-up's made-up run
-in a recording JVM, lets the JVM write the archive as it exits and moves the
-file into place. A lock file keeps two builders from running at once.
+server's JVM answers a new user's very first check, so it never records: as the
+server exits (its idle timeout, `isrlab checker stop`), it starts this module in
+the background, at the lowest CPU priority -- not earlier, since a builder beside
+a warm server slowed the checks it served, and only a new driver JVM reads the
+archive. It checks a small made-up run in a recording JVM, lets the JVM write
+the archive as it exits and moves the file into place. A lock file keeps two
+builders from running at once.
 
     python -m checker.archive
 """
@@ -21,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from checker.remote import ROOT
@@ -42,6 +45,22 @@ def build_in_background() -> None:
         )
 
 
+@contextlib.contextmanager
+def build_lock(wait: bool = False) -> Iterator[bool]:
+    """The builders' lock; yields whether this process holds it. ``wait``: until a
+    builder at work has finished (a benchmark of the first-ever check holds it so
+    that no archive appears under it)."""
+    target = cds_archive()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{target}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
 def build() -> bool:
     """Write the archive now, in this process's (new) driver JVM. False if it
     exists already or another process is building it."""
@@ -50,14 +69,11 @@ def build() -> bool:
     from checker.synth import sample_run
 
     target = cds_archive()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{target}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with build_lock() as held:
+        if not held or target.is_file():
             return False
-        if target.is_file():
-            return False
+        for stale in target.parent.glob(f"{target.name}.*.tmp"):
+            stale.unlink(missing_ok=True)  # a killed builder's (~170 MB): the lock is ours
         dump = f"{target}.{os.getpid()}.tmp"
         os.environ[CDS_DUMP_ENV] = dump
         try:

@@ -17,9 +17,10 @@ replaces it. Requests and answers are JSON lines (checker.remote):
 
 A client that goes away mid-check (Ctrl-C) cancels the check's Spark jobs. Where
 no class-data archive exists yet (checker.spark.cds_archive), the server has
-one built in the background once its warm-up is over, or as it exits
-(checker.archive): its own JVM does not record classes, which would slow the
-check it answers.
+one built in the background as it exits (checker.archive), when the next JVM is
+the next to need it: its own JVM does not record classes, which would slow the
+check it answers, and a builder running beside it slowed the checks it served
+(bench/README.md).
 """
 
 from __future__ import annotations
@@ -300,9 +301,6 @@ class _WarmUp(threading.Thread):
                     check_runs([run], master=self.master, progress=say)
                     self.done()
             print("checker server: warmed up", flush=True)
-            from checker.archive import build_in_background
-
-            build_in_background()  # the cores are idle now: the next JVM starts faster
         except Exception as e:  # noqa: BLE001 - abandoned (cancelled jobs) or not: never fatal
             if not self._abandoned.is_set():
                 print(f"checker server: warm-up failed: {e!r}"[:500], flush=True)
@@ -346,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         code = server.run()
     finally:
         shutdown()
-        build_in_background()  # if the warm-up did not get to it
+        build_in_background()  # for the next driver JVM: no check of this server waits on it
     return code
 
 

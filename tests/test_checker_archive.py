@@ -1,7 +1,7 @@
 """The driver JVM's class-data archive (checker.archive): the checker server's own
-JVM never records classes (that slows the first check it answers); once its
-warm-up is over a background builder writes the archive, and a new driver JVM
-maps it. A builder that finds another one at work leaves it alone.
+JVM never records classes (that slows the first check it answers); as it exits a
+background builder writes the archive, and a new driver JVM maps it. A builder
+that finds another one at work leaves it alone.
 
 Real processes: a server with its Spark JVM, the builder with its own, and a
 third JVM that starts from the archive -- all under a private cache directory.
@@ -58,7 +58,20 @@ def _server_jvm_cmdline(server_pid: int, deadline: float) -> bytes:
     raise AssertionError("the server's Spark JVM did not start")
 
 
-def test_server_jvm_does_not_record_and_the_archive_is_built_after_its_warm_up(
+def _builders(server_pid: int) -> list[int]:
+    """The server's live children that are a checker.archive builder."""
+    out = []
+    for pid in descendants(server_pid, spark_too=True):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"-m\0checker.archive" in f.read():
+                    out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+def test_server_jvm_does_not_record_and_the_archive_is_built_as_it_exits(
         private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ISRLAB_CHECKER_WARMUP", "1")
     archive = cds_archive()
@@ -66,13 +79,25 @@ def test_server_jvm_does_not_record_and_the_archive_is_built_after_its_warm_up(
     info = client.ensure_server(master_url())
     cmd = _server_jvm_cmdline(info["pid"], time.monotonic() + 120)
     assert b"ArchiveClassesAtExit" not in cmd and b"SharedArchiveFile" not in cmd
-    # The warm-up (one check) ends, then the builder's JVM writes the archive.
+    # The warm-up (one check) ends; no builder runs beside the warm server, where
+    # it would slow the checks the server serves.
+    deadline = time.monotonic() + 240
+    while (client.status() or {}).get("warmup_checks", 0) < 1:
+        assert time.monotonic() < deadline, "the warm-up did not end"
+        time.sleep(0.5)
+    time.sleep(3)
+    assert _builders(info["pid"]) == [] and not archive.exists()
+    # A builder killed mid-dump left its temporary file; the next one removes it.
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    stale = Path(f"{archive}.999999.tmp")
+    stale.write_bytes(b"half an archive")
+    # As the server exits, the builder's JVM writes the archive.
+    client.stop()
     deadline = time.monotonic() + 240
     while not archive.is_file() and time.monotonic() < deadline:
         time.sleep(1)
-    assert archive.is_file(), "no class-data archive was built after the warm-up"
+    assert archive.is_file(), "no class-data archive was built as the server exited"
     assert not list(archive.parent.glob("*.tmp"))
-    client.stop()
     # A new driver JVM maps it: the base JDK archive is ~13 MB, Spark's classes
     # make it over ten times that.
     out = subprocess.run([sys.executable, "-c", _MAPPED], cwd=ROOT, capture_output=True,
