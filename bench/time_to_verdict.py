@@ -83,10 +83,8 @@ def main() -> int:
     if not args.first_ever and not cds_archive().is_file():
         print("building the class-data archive first (python -m checker.archive)", flush=True)
         subprocess.run([sys.executable, "-m", "checker.archive"], cwd=ROOT, check=True)
-    with contextlib.ExitStack() as stack:
-        if args.first_ever:
-            stack.enter_context(build_lock(wait=True))
-        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="isrlab-ttv-"))
+    with (build_lock(wait=True) if args.first_ever else contextlib.nullcontext()), \
+            tempfile.TemporaryDirectory(prefix="isrlab-ttv-") as tmp:
         runs = Path(tmp)
         for i in range(args.n):
             for name in args.scenario or SHIPPED:

@@ -17,8 +17,8 @@ replaces it. Requests and answers are JSON lines (checker.remote):
 
 A client that goes away mid-check (Ctrl-C) cancels the check's Spark jobs. Where
 no class-data archive exists yet (checker.spark.cds_archive), the server has
-one built in the background as it exits (checker.archive), when the next JVM is
-the next to need it: its own JVM does not record classes, which would slow the
+one built in the background as it exits (checker.archive), for the next driver
+JVM, the first to read it: its own JVM does not record classes, which would slow the
 check it answers, and a builder running beside it slowed the checks it served
 (bench/README.md).
 """

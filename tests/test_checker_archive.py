@@ -44,14 +44,21 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     client.stop()
 
 
+def _cmdlines(server_pid: int) -> dict[int, bytes]:
+    """The command lines of the server's live descendants, by pid."""
+    out = {}
+    for pid in descendants(server_pid, spark_too=True):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out[pid] = f.read()
+        except OSError:
+            continue
+    return out
+
+
 def _server_jvm_cmdline(server_pid: int, deadline: float) -> bytes:
     while time.monotonic() < deadline:
-        for pid in descendants(server_pid, spark_too=True):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
+        for cmd in _cmdlines(server_pid).values():
             if b"org.apache.spark.deploy.SparkSubmit" in cmd:
                 return cmd
         time.sleep(0.2)
@@ -59,16 +66,8 @@ def _server_jvm_cmdline(server_pid: int, deadline: float) -> bytes:
 
 
 def _builders(server_pid: int) -> list[int]:
-    """The server's live children that are a checker.archive builder."""
-    out = []
-    for pid in descendants(server_pid, spark_too=True):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"-m\0checker.archive" in f.read():
-                    out.append(pid)
-        except OSError:
-            continue
-    return out
+    """The server's live descendants that are a checker.archive builder."""
+    return [pid for pid, cmd in _cmdlines(server_pid).items() if b"-m\0checker.archive" in cmd]
 
 
 def test_server_jvm_does_not_record_and_the_archive_is_built_as_it_exits(
