@@ -61,15 +61,16 @@ def build_lock(wait: bool = False) -> Iterator[bool]:
         yield True
 
 
-def build() -> bool:
+def build(wait: bool = False) -> bool:
     """Write the archive now, in this process's (new) driver JVM. False if it
-    exists already or another process is building it."""
+    exists already or another process is building it (``wait``: until that one
+    has finished, then False if it wrote the archive)."""
     from checker.api import check_runs
     from checker.spark import shutdown
     from checker.synth import sample_run
 
     target = cds_archive()
-    with build_lock() as held:
+    with build_lock(wait) as held:
         if not held or target.is_file():
             return False
         for stale in target.parent.glob(f"{target.name}.*.tmp"):

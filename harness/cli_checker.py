@@ -1,8 +1,10 @@
-"""`isrlab checker status|start|stop`: the warm checker server (checker.server).
+"""`isrlab checker status|start|stop|setup`: the warm checker server
+(checker.server), and the driver JVM's class-data archive (checker.archive).
 
 `reproduce`, `check` and `chaos` start the server on demand (local masters); these
 commands show it, warm it ahead of time and stop it. It stops by itself after ten
-minutes without a check.
+minutes without a check. `setup` is an installation step: it builds the archive
+now, in the foreground, so that a machine's first check starts its JVM from it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import time
 from typing import Any
 
 from checker import client
-from checker.spark import DEFAULT_MASTER, check_master
+from checker.errors import CheckerError
+from checker.spark import DEFAULT_MASTER, cds_archive, check_master, driver_log_path
 from harness.errors import RunIncomplete, UsageError
 
 
@@ -27,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = csub.add_parser("start", help="start a server now (a check starts one on demand)")
     s.add_argument("--master", help=f"a local master (default {DEFAULT_MASTER})")
     csub.add_parser("stop", help="stop the running server")
+    csub.add_parser("setup", help="build the class-data archive Spark's JVM starts from "
+                                  "(once per installation; a first check is then faster)")
 
 
 def add_no_server_flag(p: argparse.ArgumentParser) -> None:
@@ -52,9 +57,41 @@ def _describe(info: dict[str, Any]) -> str:
             f"idle {idle:.0f} s, stops in {left:.0f} s")
 
 
+def _setup() -> int:
+    """Build the archive unless it exists, waiting for a builder already at work
+    (a server that exited starts one). The first check on a machine without it
+    starts its JVM ~3 s slower (bench/README.md, time to verdict)."""
+    from checker import archive
+    from checker.java import ensure_java
+    from harness.cli import _interruptible  # the check's own way to stay interruptible
+
+    target = cds_archive()
+    if target.is_file():
+        print(f"checker setup: the class-data archive is in place: {target}")
+        return 0
+    try:
+        ensure_java()
+    except CheckerError as e:
+        raise UsageError(f"checker setup: {e}") from None
+    print("checker setup: building the class-data archive of Spark's classes "
+          "(a check of a made-up run in a JVM that records them; about a minute) ...",
+          flush=True)
+    start = time.monotonic()
+    built = _interruptible(archive.build, wait=True)
+    if not target.is_file():
+        raise RunIncomplete("checker setup: the JVM wrote no class-data archive "
+                            f"(its log: {driver_log_path()})")
+    how = "wrote" if built else "another builder wrote"
+    print(f"checker setup: {how} {target} ({target.stat().st_size / 1e6:,.0f} MB) "
+          f"in {time.monotonic() - start:.0f} s")
+    return 0
+
+
 def dispatch(args: argparse.Namespace) -> int | None:
     if args.command != "checker":
         return None
+    if args.checker_command == "setup":
+        return _setup()
     if args.checker_command == "status":
         info = client.status()
         if args.json:

@@ -116,3 +116,44 @@ def test_a_builder_leaves_the_work_to_the_one_holding_the_lock(private_cache: Pa
                              capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert not archive.exists() and "wrote" not in out.stdout
+
+
+def _setup() -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "checker", "setup"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_setup_builds_the_archive_in_the_foreground_once(private_cache: Path) -> None:
+    archive = cds_archive()
+    out = _setup()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith(f"checker setup: wrote {archive} (")
+    assert archive.is_file() and not list(archive.parent.glob("*.tmp"))
+    mapped = subprocess.run([sys.executable, "-c", _MAPPED], cwd=ROOT, capture_output=True,
+                            text=True, timeout=180)
+    m = re.search(r"CDS archive\(s\) mapped at: .*size (\d+)", mapped.stdout)
+    assert m and int(m.group(1)) > archive.stat().st_size // 2, mapped.stdout + mapped.stderr
+    # Once it is there, setup says so and builds nothing.
+    again = _setup()
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"checker setup: the class-data archive is in place: {archive}\n"
+
+
+def test_setup_waits_for_a_builder_at_work(private_cache: Path) -> None:
+    archive = cds_archive()
+    archive.parent.mkdir(parents=True)
+    with open(f"{archive}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a builder at work
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "checker", "setup"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout.readline().startswith("checker setup: building")
+            time.sleep(1)
+            assert proc.poll() is None, "setup did not wait for the builder holding the lock"
+            archive.write_bytes(b"the other builder's archive")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert rest.startswith(f"checker setup: another builder wrote {archive}")
