@@ -59,7 +59,7 @@ __all__ = ["RunResult", "check_runs", "write_junit"]
 
 # Anomalies listed per run and kind; the rest are counted (summary.json) only.
 MAX_LISTED = 200
-# A small batch's kinds run side by side (_detect_all), beside the figures: two
+# A small batch's kinds run side by side (_kinds_side_by_side), beside the figures: two
 # threads for the kinds did as well as three and better than five on the 2-core
 # machine.
 KIND_THREADS = 2
@@ -339,7 +339,11 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
     history_bytes = sum(rd.history_bytes for rd in runs.values())
-    with one_check(spark, history_bytes):
+    small = history_bytes <= SMALL_BATCH_BYTES
+    # A small batch's queries all run in one shuffle partition: its few thousand rows
+    # gain nothing from four, and a cold JVM pays for every task it runs (a scenario
+    # run's first check: 201 -> 91 tasks, ~1 s less; bench/README.md).
+    with one_check(spark, history_bytes), shuffle_partitions(spark, 1 if small else None):
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
         if len(inputs.bad) == len(runs):
             return spark, _Job(bad=inputs.bad)
@@ -372,10 +376,9 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         def figures_of_runs() -> dict[str, Any]:
             return figures.run_figures(sparse, windows, sends, inputs.events, sc)
 
-        if history_bytes <= SMALL_BATCH_BYTES:
+        if small:
             say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")
-            with shuffle_partitions(spark, 1 if sc.small else None), \
-                    ThreadPoolExecutor(KIND_THREADS + 1, thread_name_prefix="isrlab-check") as pool:
+            with ThreadPoolExecutor(KIND_THREADS + 1, thread_name_prefix="isrlab-check") as pool:
                 # The figures need nothing the kinds find: their queries run beside them.
                 figs_job = pool.submit(figures_of_runs)
                 found = _kinds_side_by_side(ctx, pool)

@@ -493,8 +493,8 @@ def shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
 # generate code (warm, a small check is ~0.5 s faster with it).
 INTERPRETED_CHECKS = 1
 # A batch of at most this much history is small (a few thousand operations): a
-# cold JVM checks it interpreted, and its anomaly kinds run side by side
-# (checker.api._detect_all).
+# cold JVM checks it interpreted, its queries run in one shuffle partition and
+# its anomaly kinds side by side (checker.api._check).
 SMALL_BATCH_BYTES = 4 << 20
 _INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
                 "spark.sql.codegen.factoryMode": "NO_CODEGEN"}

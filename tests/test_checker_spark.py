@@ -85,6 +85,48 @@ def test_a_cold_jvm_checks_a_small_run_interpreted_then_generates_code(
     assert big == [before]
 
 
+def _shuffle_read_tasks(run) -> list[int]:
+    """Check ``run``; the task counts of the check's stages that read a shuffle."""
+    from checker.api import check_runs
+
+    store = get_session().sparkContext._jsc.sc().statusStore()
+
+    def stages() -> dict[int, tuple[int, int]]:
+        out, jobs = {}, store.jobsList(None).iterator()
+        while jobs.hasNext():
+            ids = jobs.next().stageIds().iterator()
+            while ids.hasNext():
+                sid = ids.next()
+                st = store.lastStageAttempt(sid)
+                out[sid] = (st.numTasks(), st.shuffleReadRecords())
+        return out
+
+    before = stages()
+    assert [r.verdict for r in check_runs([run])] == ["valid"]
+    return [tasks for sid, (tasks, read) in stages().items() if sid not in before and read > 0]
+
+
+@pytest.mark.spark
+def test_a_small_batch_runs_its_queries_in_one_shuffle_partition(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from conftest_spark import kip101_loss
+
+    import checker.api as api
+
+    run = kip101_loss(tmp_path, "r", ["lost-write"], "kip101-hw-truncation-loss").write()
+    spark = get_session()
+    session = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert session > 1
+    # One partition per shuffle a stage reads (a union of two reads two).
+    small = _shuffle_read_tasks(run)
+    assert small and max(small) < session, small
+    assert int(spark.conf.get("spark.sql.shuffle.partitions")) == session  # restored
+    # A batch that is not small uses the session's partitions.
+    monkeypatch.setattr(api, "SMALL_BATCH_BYTES", 0)
+    big = _shuffle_read_tasks(run)
+    assert session in big and sum(big) > 2 * sum(small), (small, big)
+
+
 @pytest.mark.spark
 def test_the_driver_jvm_compiles_at_the_lowest_cpu_priority() -> None:
     from pyspark import SparkContext
