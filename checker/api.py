@@ -340,10 +340,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
     spark = get_session(master)
     history_bytes = sum(rd.history_bytes for rd in runs.values())
     small = history_bytes <= SMALL_BATCH_BYTES
-    # A small batch's queries all run in one shuffle partition: its few thousand rows
-    # gain nothing from four, and a cold JVM pays for every task it runs (a scenario
-    # run's first check: 201 -> 91 tasks, ~1 s less; bench/README.md).
-    with one_check(spark, history_bytes), shuffle_partitions(spark, 1 if small else None):
+    with one_check(spark, history_bytes):
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
         if len(inputs.bad) == len(runs):
             return spark, _Job(bad=inputs.bad)

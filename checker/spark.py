@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from py4j.java_gateway import JavaGateway
@@ -471,19 +471,26 @@ def keep(df: DataFrame, eager: bool = True) -> DataFrame:
 
 
 @contextmanager
-def shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
-    """Run the queries of the block with ``n`` shuffle partitions (None: as is):
-    queries over a few thousand rows pay for every task and stage they run."""
-    if n is None:
-        yield
-        return
-    key = "spark.sql.shuffle.partitions"
-    old = spark.conf.get(key)
-    spark.conf.set(key, str(n))
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Run the block with ``settings`` in the session's SQL configuration, then put
+    back what was there (unset what was not)."""
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
     try:
         yield
     finally:
-        spark.conf.set(key, old)
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def shuffle_partitions(spark: SparkSession, n: int | None) -> AbstractContextManager[None]:
+    """Run the queries of the block with ``n`` shuffle partitions (None: as is):
+    queries over a few thousand rows pay for every task and stage they run."""
+    return session_conf(spark, {} if n is None else {"spark.sql.shuffle.partitions": str(n)})
 
 
 # A JVM's first check of a small batch runs Spark's expressions interpreted
@@ -498,6 +505,14 @@ INTERPRETED_CHECKS = 1
 SMALL_BATCH_BYTES = 4 << 20
 _INTERPRETED = {"spark.sql.codegen.wholeStage": "false",
                 "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# A small batch's few thousand rows gain nothing from parallel tasks, and a cold
+# JVM pays for every task and job it runs: one shuffle partition, and shuffle
+# joins instead of broadcasts (each broadcast is a job of its own; the hints in
+# the queries are for large batches). A scenario run's check: 201 -> 100 tasks,
+# 42 -> 22 jobs, its first check ~2 s faster (bench/README.md).
+SMALL_BATCH = {"spark.sql.shuffle.partitions": "1",
+               "spark.sql.autoBroadcastJoinThreshold": "-1",
+               "spark.sql.optimizer.disableHints": "true"}
 _checks_done = 0  # completed checks in this process's driver JVM
 
 
@@ -515,22 +530,18 @@ def interpreted_checks() -> int:
 def one_check(spark: SparkSession, history_bytes: int) -> Iterator[None]:
     """Run one check's queries: interpreted while the driver JVM has completed fewer
     than interpreted_checks() checks and the batch has at most
-    SMALL_BATCH_BYTES of history, with generated code otherwise; and drop
-    what the check cached (release) at its end."""
+    SMALL_BATCH_BYTES of history, with generated code otherwise; a small batch's
+    in one shuffle partition and without broadcasts (SMALL_BATCH); and drop what
+    the check cached (release) at its end."""
     global _checks_done
-    cold = _checks_done < interpreted_checks() and history_bytes <= SMALL_BATCH_BYTES
-    old = {k: spark.conf.get(k, None) for k in _INTERPRETED} if cold else {}
-    for k in old:
-        spark.conf.set(k, _INTERPRETED[k])
+    small = history_bytes <= SMALL_BATCH_BYTES
+    settings = {**(SMALL_BATCH if small else {}),
+                **(_INTERPRETED if small and _checks_done < interpreted_checks() else {})}
     try:
-        yield
+        with session_conf(spark, settings):
+            yield
         _checks_done += 1
     finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
         release(spark)
 
 

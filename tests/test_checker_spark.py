@@ -4,6 +4,7 @@ local[2], as before), and a cluster's master keeps Spark's own."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -85,46 +86,55 @@ def test_a_cold_jvm_checks_a_small_run_interpreted_then_generates_code(
     assert big == [before]
 
 
-def _shuffle_read_tasks(run) -> list[int]:
-    """Check ``run``; the task counts of the check's stages that read a shuffle."""
+def _check_stages(run) -> tuple[list[int], int]:
+    """Check ``run``: the task counts of its stages that read a shuffle, and how many
+    of its jobs were broadcast exchanges."""
     from checker.api import check_runs
 
     store = get_session().sparkContext._jsc.sc().statusStore()
 
-    def stages() -> dict[int, tuple[int, int]]:
-        out, jobs = {}, store.jobsList(None).iterator()
-        while jobs.hasNext():
-            ids = jobs.next().stageIds().iterator()
-            while ids.hasNext():
-                sid = ids.next()
-                st = store.lastStageAttempt(sid)
-                out[sid] = (st.numTasks(), st.shuffleReadRecords())
+    def jobs() -> dict[int, Any]:
+        out, it = {}, store.jobsList(None).iterator()
+        while it.hasNext():
+            job = it.next()
+            out[job.jobId()] = job
         return out
 
-    before = stages()
+    before = jobs()
     assert [r.verdict for r in check_runs([run])] == ["valid"]
-    return [tasks for sid, (tasks, read) in stages().items() if sid not in before and read > 0]
+    new = [job for jid, job in jobs().items() if jid not in before]
+    tasks = []
+    for job in new:
+        ids = job.stageIds().iterator()
+        while ids.hasNext():
+            st = store.lastStageAttempt(ids.next())
+            if st.shuffleReadRecords() > 0:
+                tasks.append(st.numTasks())
+    broadcasts = sum("broadcast exchange" in job.jobTags().mkString("\n") for job in new)
+    return tasks, broadcasts
 
 
 @pytest.mark.spark
-def test_a_small_batch_runs_its_queries_in_one_shuffle_partition(
+def test_a_small_batch_runs_in_one_shuffle_partition_without_broadcasts(
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from conftest_spark import kip101_loss
 
-    import checker.api as api
+    import checker.spark as cs
 
     run = kip101_loss(tmp_path, "r", ["lost-write"], "kip101-hw-truncation-loss").write()
     spark = get_session()
     session = int(spark.conf.get("spark.sql.shuffle.partitions"))
     assert session > 1
     # One partition per shuffle a stage reads (a union of two reads two).
-    small = _shuffle_read_tasks(run)
-    assert small and max(small) < session, small
+    small, small_broadcasts = _check_stages(run)
+    assert small and max(small) < session and small_broadcasts == 0, (small, small_broadcasts)
     assert int(spark.conf.get("spark.sql.shuffle.partitions")) == session  # restored
-    # A batch that is not small uses the session's partitions.
-    monkeypatch.setattr(api, "SMALL_BATCH_BYTES", 0)
-    big = _shuffle_read_tasks(run)
+    assert spark.conf.get("spark.sql.optimizer.disableHints", "false") == "false"
+    # A batch that is not small uses the session's partitions, and broadcasts.
+    monkeypatch.setattr(cs, "SMALL_BATCH_BYTES", 0)
+    big, big_broadcasts = _check_stages(run)
     assert session in big and sum(big) > 2 * sum(small), (small, big)
+    assert big_broadcasts > 0
 
 
 @pytest.mark.spark
