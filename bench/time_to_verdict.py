@@ -13,8 +13,9 @@ Three conditions per scenario, alternated so that drift hits them alike:
 With --first-ever the class-data archive is removed before each cold run (a
 machine that never checked), and the benchmark holds the archive builders' lock
 throughout, so that no builder (started as a server exits) writes one under it;
-without it, the archive is built first if there is none. Prints a table (median
-and max per condition) and the cluster part (the run's own elapsed_s from --json).
+without it, `isrlab checker setup` (the README's installation step) runs first.
+Prints a table (median and max per condition) and the cluster part (the run's own
+elapsed_s from --json).
 """
 
 from __future__ import annotations
@@ -80,9 +81,9 @@ def main() -> int:
     print(speed_line(), flush=True)
     times: dict[tuple[str, str], list[float]] = {}
     cluster: dict[str, list[float]] = {}
-    if not args.first_ever and not cds_archive().is_file():
-        print("building the class-data archive first (python -m checker.archive)", flush=True)
-        subprocess.run([sys.executable, "-m", "checker.archive"], cwd=ROOT, check=True)
+    if not args.first_ever:  # the README's installation step
+        subprocess.run([sys.executable, "-m", "harness.cli", "checker", "setup"], cwd=ROOT,
+                       check=True)
     with (build_lock(wait=True) if args.first_ever else contextlib.nullcontext()), \
             tempfile.TemporaryDirectory(prefix="isrlab-ttv-") as tmp:
         runs = Path(tmp)
