@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
 from checker.spark import get_session, local_parallelism
 
@@ -107,7 +108,11 @@ def _check_stages(run) -> tuple[list[int], int]:
     for job in new:
         ids = job.stageIds().iterator()
         while ids.hasNext():
-            st = store.lastStageAttempt(ids.next())
+            sid = ids.next()
+            try:
+                st = store.lastStageAttempt(sid)
+            except Py4JJavaError:  # skipped, and dropped: the store keeps 1,000 stages
+                continue
             if st.shuffleReadRecords() > 0:
                 tasks.append(st.numTasks())
     broadcasts = sum("broadcast exchange" in job.jobTags().mkString("\n") for job in new)
@@ -176,7 +181,10 @@ def test_pyspark_looks_up_a_jvm_class_and_its_method_once_per_jvm(
     send = ClientServerConnection.send_command
 
     def counting(self, command: str) -> str:
-        commands.append(command.split("\n")[0])
+        # Not "m": Py4J's release of a Java object whose Python proxy was collected
+        # (an earlier test's), sent whenever the collector runs.
+        if command.split("\n")[0] != "m":
+            commands.append(command.split("\n")[0])
         return send(self, command)
 
     F.col("warm")  # whatever this JVM looked up before this test
