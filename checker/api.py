@@ -45,7 +45,6 @@ from checker.output import write_check
 from checker.rundir import RunDir, discover, read_rundir
 from checker.sends import send_ops
 from checker.spark import (
-    SMALL_BATCH_BYTES,
     check_master,
     get_session,
     one_check,
@@ -339,8 +338,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
     history_bytes = sum(rd.history_bytes for rd in runs.values())
-    small = history_bytes <= SMALL_BATCH_BYTES
-    with one_check(spark, history_bytes):
+    with one_check(spark, history_bytes) as small:
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
         if len(inputs.bad) == len(runs):
             return spark, _Job(bad=inputs.bad)

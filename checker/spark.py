@@ -527,19 +527,19 @@ def interpreted_checks() -> int:
 
 
 @contextmanager
-def one_check(spark: SparkSession, history_bytes: int) -> Iterator[None]:
+def one_check(spark: SparkSession, history_bytes: int) -> Iterator[bool]:
     """Run one check's queries: interpreted while the driver JVM has completed fewer
     than interpreted_checks() checks and the batch has at most
     SMALL_BATCH_BYTES of history, with generated code otherwise; a small batch's
     in one shuffle partition and without broadcasts (SMALL_BATCH); and drop what
-    the check cached (release) at its end."""
+    the check cached (release) at its end. Yields whether the batch is small."""
     global _checks_done
     small = history_bytes <= SMALL_BATCH_BYTES
     settings = {**(SMALL_BATCH if small else {}),
                 **(_INTERPRETED if small and _checks_done < interpreted_checks() else {})}
     try:
         with session_conf(spark, settings):
-            yield
+            yield small
         _checks_done += 1
     finally:
         release(spark)

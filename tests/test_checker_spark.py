@@ -183,8 +183,9 @@ def test_pyspark_looks_up_a_jvm_class_and_its_method_once_per_jvm(
     def counting(self, command: str) -> str:
         # Not "m": Py4J's release of a Java object whose Python proxy was collected
         # (an earlier test's), sent whenever the collector runs.
-        if command.split("\n")[0] != "m":
-            commands.append(command.split("\n")[0])
+        kind = command.split("\n", 1)[0]
+        if kind != "m":
+            commands.append(kind)
         return send(self, command)
 
     F.col("warm")  # whatever this JVM looked up before this test
