@@ -133,11 +133,12 @@ def test_lost_write_explanation_of_an_acks_0_send() -> None:
 def test_a_small_batch_finds_what_the_union_of_the_kinds_finds(
         tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A small batch runs one query per kind from two threads, a large one the
-    kinds' union (checker.api._detect_all): the same anomalies, witnesses and
+    kinds' union (checker.api._kinds_union): the same anomalies, witnesses and
     totals either way, for runs where every kind has something to find."""
     from conftest_spark import Generated, kip101_divergence
 
     import checker.api as api
+    import checker.spark as cs
 
     kip101_divergence(tmp_path, "divergence").write()
     for build in BUILDERS.values():
@@ -145,7 +146,7 @@ def test_a_small_batch_finds_what_the_union_of_the_kinds_finds(
     Generated(tmp_path).write()
 
     def found(small_batch_bytes: int) -> dict[str, tuple]:
-        monkeypatch.setattr(api, "SMALL_BATCH_BYTES", small_batch_bytes)
+        monkeypatch.setattr(cs, "SMALL_BATCH_BYTES", small_batch_bytes)
         return {r.run_id: (r.anomalies, r.summary["found"]) for r in api.check_runs([tmp_path])}
 
     side_by_side, union = found(1 << 40), found(0)
