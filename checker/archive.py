@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from checker.errors import CheckerError
 from checker.remote import ROOT
 from checker.spark import CDS_DUMP_ENV, DEFAULT_MASTER, cds_archive, driver_log_path
 
@@ -34,7 +35,10 @@ def build_in_background() -> None:
     """Start a builder unless the archive exists (the builder itself skips the
     work when another one holds the lock). Never raises: the archive only saves
     time."""
-    if cds_archive().is_file():
+    try:
+        if cds_archive().is_file():
+            return
+    except CheckerError:  # no Java: the check itself says so
         return
     with contextlib.suppress(OSError), open(driver_log_path(), "ab") as log:
         subprocess.Popen(
@@ -73,7 +77,7 @@ def build(wait: bool = False) -> bool:
     with build_lock(wait) as held:
         if not held or target.is_file():
             return False
-        for stale in target.parent.glob(f"{target.name}.*.tmp"):
+        for stale in target.parent.glob(f"{target.name}.*.tmp*"):
             stale.unlink(missing_ok=True)  # a killed builder's (~170 MB): the lock is ours
         dump = f"{target}.{os.getpid()}.tmp"
         os.environ[CDS_DUMP_ENV] = dump

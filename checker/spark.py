@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructType
 
 from checker.errors import SparkMasterError
-from checker.java import ensure_java, user_cache
+from checker.java import Runtime, ensure_java, find_runtime, user_cache
 from checker.jvmview import caching
 
 DEFAULT_MASTER = "local[2]"
@@ -89,33 +89,49 @@ def driver_memory() -> str:
     return f"{min(32, max(2, total // 2 // (1 << 30)))}g"
 
 
-def cds_archive() -> Path:
-    """The driver JVM's class-data-sharing archive: the ~15,000 classes Spark loads
-    for a check, pre-parsed (JVM start 4.2 -> 2.5 s, a cold check's first query ~3 s
-    less; bench/README.md). One per Spark installation and Java; ~170 MB. Built once,
-    in the background, by a JVM of its own (checker.archive), used by every JVM after."""
+# JDK 25's AOT cache (JEP 483: classes loaded and linked; JEP 515: method
+# profiles, so the JIT compiles a check's hot methods sooner; JEP 514: written by
+# one training run with -XX:AOTCacheOutput) in place of an older JDK's dynamic
+# class-data archive (-XX:ArchiveClassesAtExit, JDK 13+).
+AOT_CACHE_JDK = 25
+
+
+def cds_archive(runtime: Runtime | None = None) -> Path:
+    """The driver JVM's class-data archive for ``runtime`` (by default the one
+    checker.java picks): an AOT cache on JDK 25+, else a class-data-sharing
+    archive of the ~15,000 classes Spark loads for a check, pre-parsed (JVM start
+    4.2 -> 2.5 s, a cold check's first query ~3 s less; bench/README.md). One per
+    Spark installation and Java runtime; ~200 MB. Built once (`isrlab checker
+    setup`, or in the background as a server exits: checker.archive) by a JVM of
+    its own, used by every JVM after."""
     import pyspark
 
-    key = f"{pyspark.__file__} {pyspark.__version__} {os.environ.get('JAVA_HOME', '')}"
+    rt = runtime or find_runtime()
+    key = f"{pyspark.__file__} {pyspark.__version__} {rt.home} {rt.version}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return user_cache() / f"spark-classes-{digest}.jsa"
+    kind = "aot" if rt.feature >= AOT_CACHE_JDK else "jsa"
+    return user_cache() / f"spark-classes-{digest}.{kind}"
 
 
 # Names the archive file a JVM started now writes as it exits (checker.archive).
 CDS_DUMP_ENV = "ISRLAB_CDS_DUMP"
 
 
-def cds_flags() -> list[str]:
-    """JVM flags to use the archive if there is one, or to write it when this JVM
-    exits (ISRLAB_CDS_DUMP names the file: only checker.archive sets it). A JVM that
-    cannot use an archive (another JDK, a JDK without a base archive) ignores it."""
-    quiet = "-Xlog:cds=off,cds+dynamic=off"
+def cds_flags(runtime: Runtime) -> list[str]:
+    """JVM flags to use ``runtime``'s archive if there is one, or to write it when
+    this JVM exits (ISRLAB_CDS_DUMP names the file: only checker.archive sets it).
+    A JVM that cannot use an archive (another JDK build, a JDK without a base
+    archive) ignores it."""
+    aot = runtime.feature >= AOT_CACHE_JDK
+    quiet = "-Xlog:aot=off,cds=off,cds+dynamic=off" if aot else "-Xlog:cds=off,cds+dynamic=off"
     dump = os.environ.get(CDS_DUMP_ENV)
     if dump:
-        return [f"-XX:ArchiveClassesAtExit={dump}", quiet]
-    archive = cds_archive()
+        # An AOT training JVM writes the cache as it exits, in a JVM it starts.
+        return [f"-XX:AOTCacheOutput={dump}" if aot else f"-XX:ArchiveClassesAtExit={dump}",
+                quiet]
+    archive = cds_archive(runtime)
     if archive.is_file():
-        return [f"-XX:SharedArchiveFile={archive}", quiet]
+        return [f"-XX:AOTCache={archive}" if aot else f"-XX:SharedArchiveFile={archive}", quiet]
     return []
 
 
@@ -335,7 +351,7 @@ def get_session(master: str | None = None, progress_bar: bool = False,
         if _session is not None:
             _session.stop()
             _session = None
-        ensure_java()
+        runtime = ensure_java()
         # HotSpot does not compile methods over 8000 bytes of bytecode, and Spark's
         # generated code for the wide parse-and-validate stages has some: let it
         # (~3% at 10M operations).
@@ -350,7 +366,7 @@ def get_session(master: str | None = None, progress_bar: bool = False,
         # 138 s niced, 93 s not).
         if niced_jit:
             jvm += " -XX:ThreadPriorityPolicy=1 -XX:CompilerThreadPriority=19"
-        jvm += "".join(f" {flag}" for flag in cds_flags())
+        jvm += "".join(f" {flag}" for flag in cds_flags(runtime))
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not
             # been validated with; the checker does not use pandas through Spark.

@@ -65,14 +65,14 @@ def _setup() -> int:
     from checker.java import ensure_java
     from harness.cli import _interruptible  # the check's own way to stay interruptible
 
-    target = cds_archive()
+    try:
+        runtime = ensure_java()
+    except CheckerError as e:
+        raise UsageError(f"checker setup: {e}") from None
+    target = cds_archive(runtime)
     if target.is_file():
         print(f"checker setup: the class-data archive is in place: {target}")
         return 0
-    try:
-        ensure_java()
-    except CheckerError as e:
-        raise UsageError(f"checker setup: {e}") from None
     print("checker setup: building the class-data archive of Spark's classes "
           "(a check of a made-up run in a JVM that records them; about a minute) ...",
           flush=True)
