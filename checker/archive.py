@@ -85,7 +85,9 @@ def build(wait: bool = False) -> bool:
             with tempfile.TemporaryDirectory(prefix="isrlab-archive-") as tmp:
                 check_runs([sample_run(Path(tmp))], master=DEFAULT_MASTER)
         finally:
-            shutdown()  # the JVM writes the archive on its way out
+            # The JVM writes the archive on its way out (an AOT cache in a JVM it
+            # starts: ~25 s more, longer at nice 19 on a busy machine).
+            shutdown(timeout=600)
             del os.environ[CDS_DUMP_ENV]
         if not os.path.isfile(dump):
             return False
