@@ -123,15 +123,18 @@ def cds_flags(runtime: Runtime) -> list[str]:
     A JVM that cannot use an archive (another JDK build, a JDK without a base
     archive) ignores it."""
     aot = runtime.feature >= AOT_CACHE_JDK
-    quiet = "-Xlog:aot=off,cds=off,cds+dynamic=off" if aot else "-Xlog:cds=off,cds+dynamic=off"
+    tags = ("aot", "cds", "cds+dynamic") if aot else ("cds", "cds+dynamic")
     dump = os.environ.get(CDS_DUMP_ENV)
     if dump:
+        # Errors only (to the driver log): the classes an archive cannot hold (a
+        # signed jar's, generated ones) are thousands of warnings.
         # An AOT training JVM writes the cache as it exits, in a JVM it starts.
         return [f"-XX:AOTCacheOutput={dump}" if aot else f"-XX:ArchiveClassesAtExit={dump}",
-                quiet]
+                "-Xlog:" + ",".join(f"{t}=error" for t in tags)]
     archive = cds_archive(runtime)
     if archive.is_file():
-        return [f"-XX:AOTCache={archive}" if aot else f"-XX:SharedArchiveFile={archive}", quiet]
+        return [f"-XX:AOTCache={archive}" if aot else f"-XX:SharedArchiveFile={archive}",
+                "-Xlog:" + ",".join(f"{t}=off" for t in tags)]
     return []
 
 
