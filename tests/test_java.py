@@ -123,6 +123,8 @@ def test_java_on_path_wins_a_tie_and_a_newer_one(path_java) -> None:
     rt = ensure_java()
     assert (rt.home, rt.version, rt.java_home) == (str(home), "25.0.1", None)
     assert "JAVA_HOME" not in os.environ  # java on PATH as it is
+    newer = path_java("26.0.1")
+    assert find_runtime() == Runtime(str(newer), "26.0.1", None)
 
 
 def test_java_home_is_the_users_choice_even_if_older(tmp_path, path_java, monkeypatch) -> None:
