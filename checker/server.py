@@ -206,7 +206,7 @@ class Server:
 
     def _check(self, conn: socket.socket, wfile: Any, req: dict[str, Any]) -> None:
         from checker.api import check_runs
-        from checker.spark import get_session
+        from checker.spark import cancel_jobs, get_session
 
         gone = threading.Event()
         done = threading.Event()
@@ -218,7 +218,7 @@ class Server:
                     r, _, _ = select.select([conn], [], [], 0.2)
                     if r and not done.is_set() and not conn.recv(1, socket.MSG_PEEK):
                         gone.set()
-                        get_session(self.master).sparkContext.cancelAllJobs()
+                        cancel_jobs(get_session(self.master).sparkContext)
                         return
             except (OSError, ValueError):
                 return
@@ -313,7 +313,7 @@ class _WarmUp(threading.Thread):
         """Stop the warm-up; whether it was running."""
         if not self.is_alive():
             return False
-        from checker.spark import get_session
+        from checker.spark import cancel_jobs, get_session
 
         self._abandoned.set()
         # Cancel until the thread is gone, not once: the check goes on planning
@@ -322,7 +322,7 @@ class _WarmUp(threading.Thread):
         # started after the first cancel now dies within POLL_S.
         sc = get_session(self.master).sparkContext
         while self.is_alive():
-            sc.cancelAllJobs()
+            cancel_jobs(sc)
             self.join(self.POLL_S)
         return True
 

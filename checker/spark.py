@@ -571,6 +571,17 @@ def release(spark: SparkSession) -> None:
         rdd.unpersist()
 
 
+def cancel_jobs(sc: SparkContext) -> None:
+    """Cancel every active job, each by its id. Not SparkContext.cancelAllJobs: it
+    cancels only the jobs that own a running stage and then forgets the others
+    (DAGScheduler.doCancelAllJobs, Spark 1.x to 4.x), so a job whose stages wait on a
+    shuffle stage another job created (two queries reading one cached DataFrame) is
+    never failed, and its caller waits for good."""
+    jsc = sc._jsc.sc()
+    for job_id in sc.statusTracker().getActiveJobsIds():
+        jsc.cancelJob(job_id)
+
+
 def shutdown(timeout: float = 120.0) -> None:
     """Stop the session and let the driver JVM this process launched exit by itself
     (not killed: a JVM writing a class-data archive does so on its way out), waiting

@@ -14,7 +14,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -266,3 +268,47 @@ def test_the_version_is_the_environments_not_the_interpreters_name() -> None:
     versions = {subprocess.run([str(bindir / n), "-c", code], cwd=ROOT, capture_output=True,
                                text=True, check=True).stdout.strip() for n in names}
     assert len(versions) == 1 and len(versions.pop()) == 16
+
+
+def test_cancelling_the_jobs_fails_one_waiting_on_anothers_stage() -> None:
+    """checker.spark.cancel_jobs (the warm-up's abandon, a client that hung up): job B
+    reads the shuffle job A is still writing, so B's own stage waits on A's. Both end
+    with an error. SparkContext.cancelAllJobs failed A only and dropped B, whose
+    caller then waited for good (a CI run hung so in the abandon test above)."""
+    from checker.spark import DEFAULT_MASTER, cancel_jobs, get_session
+
+    sc = get_session(DEFAULT_MASTER).sparkContext
+    tracker = sc.statusTracker()
+    # Each map task sleeps for good unless killed: only cancelling can end A and B.
+    shuffled = sc.parallelize(range(2), 2).map(lambda x: (time.sleep(600), (x, x))[1]) \
+        .partitionBy(2)
+    ended: dict[str, BaseException | None] = {}
+
+    def run(name: str, action: Callable[[], object]) -> threading.Thread:
+        def target() -> None:
+            try:
+                action()
+                ended[name] = None
+            except Exception as e:  # noqa: BLE001 - the cancellation, asserted below
+                ended[name] = e
+        # A daemon: were B dropped, its thread would wait for good, not the test.
+        t = threading.Thread(target=target, daemon=True)
+        t.start()
+        return t
+
+    before = set(tracker.getJobIdsForGroup(None) or [])
+    a = run("A", shuffled.count)
+    deadline = time.monotonic() + 120
+    while not tracker.getActiveStageIds():
+        assert time.monotonic() < deadline and a.is_alive()
+        time.sleep(0.05)
+    b = run("B", lambda: shuffled.mapValues(lambda v: v + 1).collect())
+    while len(set(tracker.getActiveJobsIds()) - before) < 2:
+        assert time.monotonic() < deadline and b.is_alive()
+        time.sleep(0.05)
+    cancel_jobs(sc)
+    a.join(60)
+    b.join(60)
+    assert sorted(ended) == ["A", "B"], f"still waiting: {sorted({'A', 'B'} - set(ended))}"
+    assert all("cancelled" in str(e) for e in ended.values()), ended
+    assert tracker.getActiveJobsIds() == []
