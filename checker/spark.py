@@ -16,6 +16,7 @@ is one line naming the master, and leaves no JVM behind.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -421,6 +422,12 @@ def get_session(master: str | None = None, progress_bar: bool = False,
             log_start = _log_size()
             try:
                 if launched:
+                    # PySpark's first Py4J call imports pyspark.testing.utils (its
+                    # NumPy converter asks it whether NumPy is there), which imports
+                    # pandas: ~0.5-0.9 s, taken here while the JVM starts instead
+                    # (a session ~3.5 -> ~3.2 s, bench/README.md).
+                    threading.Thread(target=importlib.import_module,
+                                     args=("pyspark.testing.utils",), daemon=True).start()
                     SparkContext._ensure_initialized(gateway=_launch(conf), conf=conf)
                 if SparkContext._jvm is not None:  # PySpark reads it at every call
                     SparkContext._jvm = caching(SparkContext._jvm)
