@@ -14,6 +14,8 @@ With --first-ever the class-data archive is removed before each cold run (a
 machine that never checked), and the benchmark holds the archive builders' lock
 throughout, so that no builder (started as a server exits) writes one under it;
 without it, `isrlab checker setup` (the README's installation step) runs first.
+With --drop-caches (root) the kernel's page cache is emptied before each cold
+run, as after a reboot: the JVM, Spark's jars and the archive come from disk.
 Prints a table (median and max per condition) and the cluster part (the run's own
 elapsed_s from --json).
 """
@@ -67,6 +69,15 @@ def wait_stopped() -> None:
         time.sleep(0.2)
 
 
+def drop_page_cache() -> None:
+    """Write the dirty pages out, then empty the page cache (root only)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as e:
+        raise SystemExit(f"--drop-caches: cannot write /proc/sys/vm/drop_caches: {e}") from None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-n", type=int, default=3, help="repeats per scenario and condition")
@@ -77,6 +88,8 @@ def main() -> int:
                    help="seconds between the cold run and the warm one (default 60)")
     p.add_argument("--first-ever", action="store_true",
                    help="remove the class-data archive before each cold run")
+    p.add_argument("--drop-caches", action="store_true",
+                   help="empty the kernel's page cache before each cold run (root)")
     args = p.parse_args()
     print(speed_line(), flush=True)
     times: dict[tuple[str, str], list[float]] = {}
@@ -95,6 +108,8 @@ def main() -> int:
                 for cond, extra in (("cold", ()), ("warm", ()), ("no-server", ("--no-server",))):
                     if cond == "warm":
                         time.sleep(args.settle)
+                    if cond == "cold" and args.drop_caches:
+                        drop_page_cache()
                     info = client.read_info() or {}
                     steal = Steal()
                     wall, summary = reproduce(name, args.protocol, runs, args.port, *extra)
