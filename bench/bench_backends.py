@@ -21,10 +21,10 @@ from pathlib import Path
 
 from harness.backends.base import Backend, ClusterSpec
 from harness.backends.docker import DockerBackend
+from harness.backends.docker_image import DockerImageError, ensure_images
+from harness.backends.hostsfile import load_hosts
 from harness.backends.local import LocalBackend
 from harness.backends.ssh import SshBackend
-from harness.docker_image import DockerImageError, ensure_images
-from harness.hostsfile import load_hosts
 
 
 def _spec(n: int) -> ClusterSpec:

@@ -17,8 +17,8 @@ from typing import Any
 
 import docker.errors
 
-from harness import docker_image
-from harness.docker_image import DockerImageError, run_labels
+from harness.backends import docker_image
+from harness.backends.docker_image import DockerImageError, run_labels
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 # The same measure as the nightly trend page's detection time.
-from harness.nightly import detection_times
+from harness.chaos.nightly import detection_times
 
 KINDS = ("lost-write", "divergence")
 
@@ -74,7 +74,7 @@ def main() -> int:
     except (json.JSONDecodeError, IndexError):
         print(f"isrlab chaos exited {proc.returncode} without a JSON summary", file=sys.stderr)
         return 3
-    from harness.chaos import parse_time_limit
+    from harness.chaos.runs import parse_time_limit
 
     limit = parse_time_limit(args.time_limit)
     per_run = []

@@ -71,8 +71,8 @@ if str(ROOT) not in sys.path:
 from contract import PROCESS_FAULTS, PROTOCOLS  # noqa: E402
 from harness.backends.base import address_free  # noqa: E402
 from harness.backends.local import leftover_processes  # noqa: E402
-from harness.owner import process_start  # noqa: E402
-from harness.scenario import find_scenario, list_scenarios, load_scenario  # noqa: E402
+from harness.run.owner import process_start  # noqa: E402
+from harness.scenario.loader import find_scenario, list_scenarios, load_scenario  # noqa: E402
 
 PHASES = ("start", "steps", "collection", "checking")
 STATUSES = ("complete", "incomplete", "crashed")
@@ -644,7 +644,7 @@ def leftovers(o: Outcome) -> list[str]:
 
 def docker_objects(run_id: str) -> list[str]:
     """Containers, networks and volumes labelled with run_id."""
-    from harness.docker_image import LABEL_RUN, docker_client
+    from harness.backends.docker_image import LABEL_RUN, docker_client
 
     client = docker_client()
     try:
@@ -659,7 +659,7 @@ def docker_objects(run_id: str) -> list[str]:
 def _docker_networks(run_id: str | None) -> list[str]:
     if run_id is None:
         return []
-    from harness.docker_image import LABEL_RUN, docker_client
+    from harness.backends.docker_image import LABEL_RUN, docker_client
 
     client = docker_client()
     try:

@@ -8,7 +8,7 @@ replication factor 3 (loopback), the continuous workload of a chaos run
 (workloads.continuous: seeded sends, batched as Kafka's producer batches them,
 one history op pair per record, consumers polling) at an unreachable target
 rate, so the producers are the limit; no faults. It runs through the same
-runner as every run (harness.runner), so the number includes writing the
+runner as every run (harness.run.runner), so the number includes writing the
 history. Prints the acknowledged records per second over the steady part (from
 the first acknowledgement to the last), the sends by outcome, and the batch
 sizes; `--batch 1` gives the unbatched figure (one record per request).
@@ -26,11 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contract import PROTOCOLS  # noqa: E402
-from harness.chaos import TOPIC, ChaosConfig  # noqa: E402
+from harness.chaos.runs import TOPIC, ChaosConfig  # noqa: E402
 from harness.progress import Progress  # noqa: E402
-from harness.runner import RunOptions, run_scenario  # noqa: E402
-from harness.scenario import Scenario  # noqa: E402
-from harness.scenario_steps import DEFAULT_FINAL_TIMEOUT, Step  # noqa: E402
+from harness.run.runner import RunOptions, run_scenario  # noqa: E402
+from harness.scenario.loader import Scenario  # noqa: E402
+from harness.scenario.steps import DEFAULT_FINAL_TIMEOUT, Step  # noqa: E402
 from nemesis.schedule import parse_faults  # noqa: E402
 
 

@@ -8,7 +8,7 @@
 # usage: build_base.sh SUITE MIRROR INCLUDE OUT_TAR
 #   e.g. build_base.sh bookworm http://<mirror>/debian python3,iptables,iproute2 base.tar
 #
-# harness/docker_image.py runs this (as root) and hashes this file together with the
+# harness/backends/docker_image.py runs this (as root) and hashes this file together with the
 # arguments into the base image tag, so editing this script rebuilds the base image.
 # Lines starting with "==> step:" name the stage; on failure the caller reports the
 # last one.

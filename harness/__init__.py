@@ -12,7 +12,7 @@ Layering (tests/test_layering.py keeps it so):
 - checker     judges run directories; never imports harness or reports.
 - reports     renders what the checker wrote; never imports harness.
 - harness     wires everything together: the runner owns the run (its clock,
-              `harness.clock.RunClock`, its run directory, its backend) and hands
+              `harness.run.clock.RunClock`, its run directory, its backend) and hands
               them to workloads and nemesis. Only `harness.cli` imports the checker
               and reports: a run never judges; the CLI checks and renders afterwards.
 """

@@ -23,7 +23,7 @@ from contract import (
     SUMMARY_JSON,
 )
 
-DATA_DIR = "data-dir"  # state.json "source" of a broker that was down (harness/collect.py)
+DATA_DIR = "data-dir"  # state.json "source" of a broker that was down (harness/run/collect.py)
 
 
 @dataclass
@@ -57,7 +57,7 @@ class RunData:
     # broker → its source and state.json presence, every broker under replicas/
     replicas: dict[str, Replica] = field(default_factory=dict)
     # check/assertions.json when it judged this check: the scenario's figure
-    # assertions, each with its measured value and result (harness.assertions)
+    # assertions, each with its measured value and result (harness.run.assertions)
     assertions: list[dict[str, Any]] = field(default_factory=list)
 
 

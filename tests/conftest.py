@@ -124,7 +124,7 @@ def skip_unless_required(variable: str, reason: str):
 def docker_or_skip():
     """A docker client; without an engine the test skips (fails under
     ISRLAB_REQUIRE_DOCKER=1)."""
-    from harness.docker_image import DockerUnavailable, docker_client
+    from harness.backends.docker_image import DockerUnavailable, docker_client
 
     try:
         return docker_client()
@@ -147,7 +147,7 @@ def dead_owner():
     what a crashed isrlab leaves recorded on its Docker objects."""
     import subprocess
 
-    from harness.owner import Owner, process_start
+    from harness.run.owner import Owner, process_start
 
     proc = subprocess.Popen(["sleep", "60"])
     try:

@@ -281,7 +281,7 @@ def checked_batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResu
 
 def down_partition(topic: str, partition: int, leo: int, hw_checkpoint: int,
                    epoch_cache: list[list[int]]) -> dict:
-    """A partition of a down broker's state.json, exactly as harness/collect.py
+    """A partition of a down broker's state.json, exactly as harness/run/collect.py
     writes it from the data directory: no leader_epoch, isr, replicas, state."""
     return {
         "topic": topic, "partition": partition, "role": "none", "leader": None,
@@ -359,8 +359,8 @@ def checked_scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         from conftest import free_port
 
         from harness.progress import Progress
-        from harness.runner import RunOptions, run_scenario
-        from harness.scenario import find_scenario, load_scenario
+        from harness.run.runner import RunOptions, run_scenario
+        from harness.scenario.loader import find_scenario, load_scenario
 
         root = tmp_path_factory.mktemp("scenario-runs")
         records = {}

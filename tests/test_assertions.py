@@ -1,4 +1,4 @@
-"""The harness's own figures for scenario assertions (harness.assertions), from a
+"""The harness's own figures for scenario assertions (harness.run.assertions), from a
 small hand-written history and event log: each figure measures what docs/scenarios.md
 says it does."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.assertions import harness_figures
+from harness.run.assertions import harness_figures
 
 MS = 1_000_000  # history and event times are nanoseconds
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, free_port
 from test_cli import _env, isrlab, one_line_error, processes_mentioning
 
-from harness.scenario import load_scenario
+from harness.scenario.loader import load_scenario
 from nemesis.schedule import ScheduleSpec, parse_faults, schedule
 from workloads.history import read_history
 

@@ -347,8 +347,8 @@ def test_interrupt_during_check_is_one_line(tmp_path: Path) -> None:
     """Ctrl-C while Spark checks: `isrlab: interrupted`, exit 3, within seconds --
     no Py4J traceback."""
     from harness.progress import Progress
-    from harness.runner import RunOptions, run_scenario
-    from harness.scenario import load_scenario
+    from harness.run.runner import RunOptions, run_scenario
+    from harness.scenario.loader import load_scenario
 
     record = run_scenario(load_scenario(TESTS / "data" / "single-broker.yaml"),
                           RunOptions(protocol="latest", seed=1, runs_dir=tmp_path,
@@ -543,7 +543,7 @@ def test_unknown_variant_names_the_file_and_line() -> None:
 
 
 def test_bad_assertion_and_duration_name_the_line(tmp_path: Path) -> None:
-    src = (ROOT / "harness" / "scenarios" / "follower-gc-pause.yaml").read_text()
+    src = (ROOT / "harness" / "scenario" / "catalogue" / "follower-gc-pause.yaml").read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text(src.replace("figure: hw_stall_ms", "figure: hw_stalls"))
     line = one_line_error(isrlab("reproduce", str(bad), "--protocol", "0.10"))

@@ -9,7 +9,7 @@ from conftest import ROOT, TESTS
 
 from checker.anomalies import REGISTRY
 from contract import ANOMALY_KINDS, NEMESIS_FS, PROTOCOLS
-from harness.scenario import SCENARIO_DIR
+from harness.scenario.loader import SCENARIO_DIR
 
 DOCS = ROOT / "docs"
 

@@ -239,7 +239,7 @@ def test_collect_stops_leftover_local_processes(tmp_path: Path) -> None:
             cwd=tmp_path, env=_env(), start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
-        from harness.admin import request, try_status
+        from harness.run.admin import request, try_status
 
         def leading() -> bool:
             parts = (try_status(addresses["A"]) or {}).get("partitions") or [{}]
@@ -278,7 +278,7 @@ def test_collect_stops_leftover_local_processes(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def client():
-    from harness.docker_image import ensure_images
+    from harness.backends.docker_image import ensure_images
 
     c = docker_or_skip()
     ensure_images(quiet=True)  # built once here, not inside a test's timing
@@ -292,7 +292,7 @@ def _run_id(run_dir: Path) -> str:
 
 @pytest.mark.docker
 def test_docker_clean_keeps_a_crashed_runs_volumes_until_collect(client, tmp_path: Path) -> None:
-    from harness.docker_image import clean_leftovers
+    from harness.backends.docker_image import clean_leftovers
 
     run_dir, _ = sigkilled_reproduce(tmp_path, "docker")
     run_id = _run_id(run_dir)
@@ -325,7 +325,7 @@ def test_docker_clean_keeps_a_crashed_runs_volumes_until_collect(client, tmp_pat
 @pytest.mark.docker
 @pytest.mark.spark
 def test_check_collects_a_sigkilled_docker_run_first(client, tmp_path: Path) -> None:
-    from harness.docker_image import clean_leftovers
+    from harness.backends.docker_image import clean_leftovers
 
     run_dir, _ = sigkilled_reproduce(tmp_path, "docker")
     run_id = _run_id(run_dir)

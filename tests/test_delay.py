@@ -105,7 +105,7 @@ def test_netblock_refuses_a_malformed_rule() -> None:
 
 
 def test_delay_step_parses(tmp_path: Path) -> None:
-    from harness.scenario import load_scenario
+    from harness.scenario.loader import load_scenario
     from harness.yamlloc import ScenarioError
 
     src = (TESTS / "data" / "delay-fetches.yaml").read_text()
@@ -133,8 +133,8 @@ def test_delay_on_local_processes(tmp_path: Path) -> None:
     """On real processes: A holds B's fetches for 1.5 s, so the acks=all write m1
     completes only after them; both writes survive; held fetches are delivered."""
     from harness.progress import Progress
-    from harness.runner import RunOptions, run_scenario
-    from harness.scenario import load_scenario
+    from harness.run.runner import RunOptions, run_scenario
+    from harness.scenario.loader import load_scenario
 
     rec = run_scenario(load_scenario(TESTS / "data" / "delay-fetches.yaml"),
                        RunOptions(protocol="latest", backend="local", runs_dir=tmp_path,

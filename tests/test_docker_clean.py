@@ -24,10 +24,15 @@ import docker.errors
 import pytest
 from conftest import ROOT, TESTS, dead_owner, docker_leftovers, docker_or_skip, free_base_port
 
-from harness.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
-from harness.docker_image import clean_leftovers, ensure_images, run_labels, sweep_leftovers
-from harness.owner import Owner
+from harness.backends.docker_image import (
+    clean_leftovers,
+    ensure_images,
+    run_labels,
+    sweep_leftovers,
+)
+from harness.run.admin import try_status
+from harness.run.owner import Owner
 
 pytestmark = pytest.mark.docker
 

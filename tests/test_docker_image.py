@@ -18,8 +18,8 @@ import docker.errors
 import pytest
 from conftest import docker_or_skip
 
-from harness import docker_image
-from harness.docker_image import (
+from harness.backends import docker_image
+from harness.backends.docker_image import (
     DockerUnavailable,
     ImageBuildError,
     clean_leftovers,

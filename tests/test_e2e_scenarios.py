@@ -35,8 +35,8 @@ from conftest import (
 
 from harness.errors import UsageError
 from harness.progress import Progress
-from harness.runner import RunOptions, RunRecord, run_scenario
-from harness.scenario import find_scenario, load_scenario
+from harness.run.runner import RunOptions, RunRecord, run_scenario
+from harness.scenario.loader import SCENARIO_DIR, find_scenario, load_scenario
 
 pytestmark = [pytest.mark.e2e]
 
@@ -297,7 +297,7 @@ def test_reproduce_cli(tmp_path: Path, protocol: str, code: int) -> None:
 @pytest.mark.parametrize(("backend", "row", "protocol"), CATALOGUE_CASES)
 def test_catalogue_assertions_hold(checked: dict, backend: str, row: str, protocol: str) -> None:
     """The figure assertions of scenarios 4-8 hold (judged after the check)."""
-    from harness.assertions import judge
+    from harness.run.assertions import judge
 
     rec, result = _case(checked, backend, row, protocol)
     verdict, failed = judge(rec.run_dir, result.verdict)
@@ -320,7 +320,7 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
     them with a failing assertion: the matrix, the index page linking each report,
     exit 1."""
     failing = tmp_path / "hw-lags-asserted.yaml"
-    failing.write_text((ROOT / "harness" / "scenarios" / "hw-lags-one-fetch.yaml").read_text()
+    failing.write_text((SCENARIO_DIR / "hw-lags-one-fetch.yaml").read_text()
                        .replace("name: hw-lags-one-fetch", "name: hw-lags-asserted")
                        .replace("steps:\n", "assert:\n  - {figure: isr_shrinks, ge: 1}\n"
                                 "steps:\n", 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.chaos import ChaosConfig, chaos_run, schedule_steps
+from harness.chaos.runs import ChaosConfig, chaos_run, schedule_steps
 from nemesis.schedule import (
     DEFAULT_TARGETS,
     FaultSpec,

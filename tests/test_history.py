@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.clock import RunClock
+from harness.run.clock import RunClock
 from workloads.history import History, read_history
 
 

@@ -1,5 +1,5 @@
 """The SSH backend's hosts file: what it resolves to and the FILE:LINE errors for
-what is wrong in it (harness/hostsfile.py)."""
+what is wrong in it (harness/backends/hostsfile.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.hostsfile import load_hosts
 from harness.backends.ssh import CHAIN_PREFIX, chain_name
 from harness.errors import UsageError
-from harness.hostsfile import load_hosts
 from harness.yamlloc import ScenarioError
 
 GOOD = """\

@@ -28,8 +28,8 @@ FORBIDDEN: dict[str, set[str]] = {
 }
 # The harness modules that hand runs to the checker and render reports: the CLI's
 # (cli_chaos.py: chaos, export, reproduce --runs; cli_checker.py: checker ...).
-WIRING = ["harness/cli.py", "harness/cli_chaos.py", "harness/cli_checker.py",
-          "harness/cli_matrix.py", "harness/cli_shrink.py", "harness/cli_swarm.py"]
+WIRING = ["harness/cli/__init__.py", "harness/cli/chaos.py", "harness/cli/checker.py",
+          "harness/cli/matrix.py", "harness/cli/shrink.py", "harness/cli/swarm.py"]
 
 # (module file, imported package) pairs that break the rules above today, each
 # to be fixed in its own folder. Empty: none does.

@@ -14,8 +14,8 @@ from conftest import alive, descendants
 from broker.wire import Connection
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
-from harness.clock import RunClock
 from harness.errors import RunIncomplete, UsageError
+from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer
 from workloads.history import History, read_history

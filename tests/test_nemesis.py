@@ -8,9 +8,9 @@ import pytest
 
 from harness.backends import make_backend
 from harness.backends.base import ClusterSpec
-from harness.clock import RunClock
 from harness.errors import RunIncomplete
-from harness.observe import WaitTimeout, wait_for
+from harness.run.clock import RunClock
+from harness.run.observe import WaitTimeout, wait_for
 from nemesis import Cluster, Nemesis
 from workloads.history import History, read_history
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import free_port
 from test_cli import isrlab, one_line_error
 
-from harness.nightly import load_config
+from harness.chaos.nightly import load_config
 
 SMALL = """\
 seed: 21

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-from harness.clock import RunClock
+from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer, final_read
 from workloads.history import History, read_history

@@ -121,7 +121,7 @@ def down_run(odd_runs: dict[str, RunResult]) -> Path:
 
 @pytest.mark.spark
 def test_report_for_a_run_with_a_down_replica(down_run: Path) -> None:
-    # B's state.json is what harness/collect.py writes for a down broker: no
+    # B's state.json is what harness/run/collect.py writes for a down broker: no
     # leader_epoch, isr, replicas -- the report exists and says what B is.
     assert json.loads((down_run / "replicas/B/state.json").read_text())["source"] == "data-dir"
     report = render_run(down_run).read_text()
@@ -201,8 +201,8 @@ def test_report_shows_failed_figure_assertion_first(checked_batch: dict[str, Run
                                                     tmp_path: Path) -> None:
     """A scenario's figure assertion that failed makes the judged verdict invalid:
     the banner says which and what was measured, and the assertions table lists
-    each (harness.assertions.judge writes check/assertions.json for this check)."""
-    from harness.assertions import judge
+    each (harness.run.assertions.judge writes check/assertions.json for this check)."""
+    from harness.run.assertions import judge
 
     src = checked_batch["report-divergence"]
     run = tmp_path / "asserted"

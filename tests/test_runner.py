@@ -10,8 +10,8 @@ from pathlib import Path
 from conftest import TESTS, descendants
 
 from harness.progress import Progress
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import load_scenario
+from harness.run.runner import RunOptions, run_scenario
+from harness.scenario.loader import load_scenario
 from workloads.history import read_history
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UsageError
-from harness.scenario import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
+from harness.scenario.loader import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
 from harness.yamlloc import ScenarioError
 
 GOOD = """\
@@ -306,7 +306,7 @@ def test_load_steps_refused_with_a_whole_run_workload(tmp_path: Path) -> None:
 def test_expectations_of_scenarios_md_4_to_9() -> None:
     def rows(name: str) -> dict:
         s = load_scenario(SCENARIO_DIR / f"{name}.yaml")
-        from harness.scenario import all_variants
+        from harness.scenario.loader import all_variants
         return {v.variant: ({p: v.expect_for(p) for p in ("0.10", "2.0", "4.0")},
                             sorted(a["figure"] for a in v.assertions))
                 for v in all_variants(s)}

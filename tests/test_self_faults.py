@@ -75,7 +75,7 @@ def test_a_killed_local_harness_leaves_checkable_runs_and_nothing_running(tmp_pa
 @pytest.mark.spark
 def test_a_killed_docker_harness_leaves_checkable_runs_and_nothing_running(tmp_path: Path
                                                                            ) -> None:
-    from harness.docker_image import clean_leftovers, ensure_images
+    from harness.backends.docker_image import clean_leftovers, ensure_images
 
     client = docker_or_skip()
     client.close()
@@ -125,7 +125,7 @@ def _reproduce_patched(patch: str, runs: Path) -> tuple[subprocess.CompletedProc
 
 
 _IN_COLLECT = """
-import harness.collect as collect
+import harness.run.collect as collect
 _collect = collect.collect_replicas
 def collect_replicas(*a, **k):
     os.kill(os.getpid(), signal.{sig})
@@ -167,7 +167,7 @@ def test_an_interrupt_while_the_run_is_closed_waits_until_it_is(tmp_path: Path, 
 
 
 _AFTER_RUN_JSON = """
-from harness.rundir import RunDirWriter
+from harness.run.rundir import RunDirWriter
 _write = RunDirWriter.write_meta
 def write_meta(self, **fields):
     _write(self, **fields)

@@ -18,8 +18,8 @@ from broker.partition import AppendRecords, TruncateLog
 from broker.sim_cluster import MemoryStore
 from contract import FINAL_PROCESS
 from harness.progress import Progress
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import find_scenario, load_scenario
+from harness.run.runner import RunOptions, run_scenario
+from harness.scenario.loader import find_scenario, load_scenario
 
 FILES = ["history.jsonl", "events.jsonl", "replicas/A/log.jsonl", "replicas/B/log.jsonl",
          "replicas/B/state.json"]
@@ -135,7 +135,7 @@ SAFE = dict(protocol="latest", acks="all", faults="kill,pause,isolate",
 
 
 def _sim(tmp: Path, seed: int, **net: float) -> Path:
-    from harness.swarm import SwarmSpec, simulate
+    from harness.sim.swarm import SwarmSpec, simulate
 
     out = simulate(seed, SwarmSpec(**SAFE, **net).as_dict(), str(tmp), "net")
     assert out["error"] is None, out["error"]
@@ -208,7 +208,7 @@ def test_the_final_read_outlasts_a_lossy_network(tmp_path):
     lost and asked again. Seed 11: the leader moves while t/1 is read (NOT_LEADER):
     the read is recorded as failed, the partition converges again and is read anew.
     Both runs complete (before, each ended incomplete at the final read)."""
-    from harness.swarm import SwarmSpec, simulate
+    from harness.sim.swarm import SwarmSpec, simulate
 
     safe = {k: v for k, v in SAFE.items() if k not in ("faults", "time_limit")}
     cases = {4: SwarmSpec(**safe, faults="kill,pause,isolate", time_limit=20.0, net_loss=0.01),

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from conftest import ROOT, TESTS, docker_or_skip
 
-from harness.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
+from harness.backends.hostsfile import load_hosts
 from harness.errors import UsageError
-from harness.hostsfile import load_hosts
+from harness.run.admin import try_status
 
 pytestmark = pytest.mark.docker
 
@@ -48,7 +48,7 @@ def isrlab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def hosts(tmp_path_factory) -> Iterator[Path]:
     """A controller host and three broker hosts; removed (and checked gone) after."""
     client = docker_or_skip()
-    from harness.ssh_hosts import LABEL_SSHHOSTS, hosts_down, hosts_up
+    from harness.backends.ssh_hosts import LABEL_SSHHOSTS, hosts_down, hosts_up
 
     path = hosts_up(3, tmp_path_factory.mktemp("ssh") / "hosts.yaml", quiet=True)
     names = {h.name for h in (load_hosts(path).controller, *load_hosts(path).brokers)}
@@ -97,10 +97,10 @@ def leftovers(hosts_path: Path) -> dict[str, list[str]]:
 def runs(hosts, tmp_path_factory) -> tuple[dict[str, Any], Path]:
     """The three shipped scenarios under 0.10 and a chaos run with every fault kind, on
     ssh, then one `isrlab check` over them: (its JSON summary, the runs directory)."""
-    from harness.chaos import ChaosConfig, chaos_run
+    from harness.chaos.runs import ChaosConfig, chaos_run
     from harness.progress import Progress
-    from harness.runner import RunOptions, run_scenario
-    from harness.scenario import find_scenario, load_scenario
+    from harness.run.runner import RunOptions, run_scenario
+    from harness.scenario.loader import find_scenario, load_scenario
     from nemesis.schedule import parse_faults
 
     runs_dir = tmp_path_factory.mktemp("ssh-runs")
@@ -309,7 +309,7 @@ def test_an_unreachable_host_is_named(hosts, tmp_path):
 
 
 def test_a_refused_key_is_named(hosts, tmp_path):
-    from harness.ssh_hosts import _keypair
+    from harness.backends.ssh_hosts import _keypair
 
     other = hosts.parent / f"other-{tmp_path.name}.key"
     other.write_bytes(_keypair()[0])

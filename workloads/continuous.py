@@ -37,7 +37,7 @@ from workloads.producer import Producer, Values
 from workloads.runtime import Task
 
 # Process ids: a scenario's producer is 0, its consumer 1, background consumers
-# 2.. (harness.runner); background producers start here, clear of both.
+# 2.. (harness.run.runner); background producers start here, clear of both.
 PRODUCER_BASE = 100
 CONSUMER_BASE = 2
 

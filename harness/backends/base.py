@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from contract import CONTROLLER
-from harness import admin
-from harness.admin import try_status
 from harness.errors import RunIncomplete, UsageError
+from harness.run import admin
+from harness.run.admin import try_status
 from nemesis import delays
 from workloads.runtime import REAL, Runtime
 
@@ -84,7 +84,7 @@ def address_in_use(addr: str, node: str) -> UsageError:
     try:
         # Imported here: the docker SDK is only needed by those who use Docker, and
         # this is asked only once an address is taken.
-        from harness.docker_image import port_holder
+        from harness.backends.docker_image import port_holder
 
         holder = port_holder(int(addr.rpartition(":")[2]))
     except ImportError:
@@ -165,26 +165,26 @@ class Backend(ABC):
     # -- what a run observes it with ------------------------------------------
 
     def run_clock(self) -> Any:
-        """The run's time axis (harness.clock.RunClock: the wall clock)."""
-        from harness.clock import RunClock
+        """The run's time axis (harness.run.clock.RunClock: the wall clock)."""
+        from harness.run.clock import RunClock
 
         return RunClock()
 
     def events_collector(self, clock: Any, path: Path) -> Any:
         """What gathers every node's protocol events into events.jsonl."""
-        from harness.events import EventsCollector
+        from harness.run.events import EventsCollector
 
         return EventsCollector(self, clock, path)
 
     def observer(self, collector: Any) -> Any:
         """What scenario steps read status and events through."""
-        from harness.observe import Observer
+        from harness.run.observe import Observer
 
         return Observer(self, collector)
 
     def collect_replicas(self, run: Any) -> dict[str, str]:
         """Write every broker's final log and state into the run directory."""
-        from harness.collect import collect_replicas
+        from harness.run.collect import collect_replicas
 
         return collect_replicas(self, run)
 

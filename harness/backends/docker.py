@@ -12,11 +12,11 @@ Faults: kill = SIGKILL to the container, pause/resume = the cgroup freezer
 a one-off container, partitions = iptables DROP rules inside the containers (hence
 NET_ADMIN). Everything carries the label `isrlab.run=<run-id>`, the run
 directory's path (`isrlab.run_dir`) and the owner labels of this process
-(harness.owner), and teardown removes it all.
+(harness.run.owner), and teardown removes it all.
 
 A killed harness leaves its containers running. `salvage` (`isrlab collect`) kills
 them, saves their logs and copies each broker's volume into run_dir/data/<node>;
-`discard` then removes the run's objects. `harness.docker_image.sweep_leftovers()`
+`discard` then removes the run's objects. `harness.backends.docker_image.sweep_leftovers()`
 (`isrlab docker clean`) removes what a killed harness left once its owner is gone,
 but keeps the volumes of a run whose directory still waits for `isrlab collect`.
 """
@@ -53,7 +53,7 @@ from harness.backends.base import (
     address_in_use,
     check_port_range,
 )
-from harness.docker_image import (
+from harness.backends.docker_image import (
     COLLECT_SUFFIX,
     LABEL_IMAGE,
     LABEL_NODE,

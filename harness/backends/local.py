@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import IO
 
 from contract import LOGS
-from harness import reaper
 from harness.backends.base import (
     CONTROLLER,
     LOG_TAIL_LINES,
@@ -38,7 +37,8 @@ from harness.backends.base import (
     check_port_range,
 )
 from harness.errors import RunIncomplete, UsageError
-from harness.owner import process_start
+from harness.run import reaper
+from harness.run.owner import process_start
 
 DATA = "data"  # run_dir/data/<node>/: each node's data directory
 _MODULES = {"broker.server": "broker", "broker.controller": "controller"}
@@ -278,7 +278,7 @@ class LocalBackend(Backend):
     def _net_block(self, node: str, peers: list[str]) -> None:
         if self.is_paused(node):
             raise RunIncomplete(f"cannot change {node}'s partition while it is paused")
-        from harness.admin import command
+        from harness.run.admin import command
 
         command(node, self.address(node), "net-block", peers=peers)
 

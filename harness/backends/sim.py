@@ -3,7 +3,7 @@
 The controller and the brokers are the same sans-IO cores the processes run
 (broker.broker_core, broker.controller_core), in broker.sim_cluster's shell; the
 harness's clients, workload and scenario steps run unchanged on the simulator's
-runtime (harness.sim_runtime). A seed decides every message latency and every
+runtime (harness.sim.runtime). A seed decides every message latency and every
 choice, so the same seed and scenario give a byte-identical history and replica
 logs. The run directory is the same as every backend's; events carry virtual
 times, on the history's axis.
@@ -21,12 +21,12 @@ import orjson
 from broker.sim_cluster import Network, SimCluster
 from contract import CONTROLLER
 from harness.backends.base import Backend, ClusterSpec
-from harness.collect import hosted_partitions, log_rows, offline_replicas, write_replica
 from harness.errors import RunIncomplete, UsageError
-from harness.observe import Observer
-from harness.rundir import RunDirWriter
-from harness.sim_runtime import SimRuntime
-from harness.trace import TRACE, Tracer
+from harness.run.collect import hosted_partitions, log_rows, offline_replicas, write_replica
+from harness.run.observe import Observer
+from harness.run.rundir import RunDirWriter
+from harness.sim.runtime import SimRuntime
+from harness.sim.trace import TRACE, Tracer
 
 PREFIX = "sim:"
 
@@ -227,7 +227,7 @@ class SimObserver(Observer):
 
 
 class SimEventsCollector:
-    """The events collector's interface (harness.events) for the simulator: every
+    """The events collector's interface (harness.run.events) for the simulator: every
     event is written to events.jsonl as it happens, in the simulator's order."""
 
     def __init__(self, path: Path) -> None:

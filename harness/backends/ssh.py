@@ -49,10 +49,10 @@ from harness.backends.base import (
     ClusterSpec,
     Salvage,
 )
+from harness.backends.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
+from harness.backends.ssh_remote import Remote
 from harness.errors import HarnessError, RunIncomplete, UsageError
-from harness.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
-from harness.owner import Owner
-from harness.ssh_remote import Remote
+from harness.run.owner import Owner
 
 BROKER_DIR = Path(broker.__file__).resolve().parent
 HOSTS_RECORD = "ssh-hosts.json"  # in the run directory: where each node ran (salvage)
@@ -643,12 +643,12 @@ class SshBackend(Backend):
 
     @classmethod
     def salvage(cls, run_dir: Path, run_id: str, brokers: list[str]) -> Salvage:
-        from harness.ssh_clean import salvage_run
+        from harness.backends.ssh_clean import salvage_run
 
         return salvage_run(run_dir, run_id, brokers)
 
     @classmethod
     def discard(cls, run_id: str) -> str | None:
-        from harness.ssh_clean import discard_run
+        from harness.backends.ssh_clean import discard_run
 
         return discard_run(run_id)

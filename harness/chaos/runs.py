@@ -2,7 +2,7 @@
 
 A chaos run is built as a `Scenario` -- a cluster, a background workload
 (workloads.continuous) and steps -- and run by the one runner
-(harness.runner.run_scenario), so its run directory, teardown, Ctrl-C and
+(harness.run.runner.run_scenario), so its run directory, teardown, Ctrl-C and
 crash handling are a scenario's. Its steps are the schedule of
 nemesis.schedule, unrolled from the run's seed before anything starts: `sleep`
 until each op's time, the fault (a `leader` target resolved when it runs),
@@ -25,8 +25,8 @@ from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
 from contract import PROTOCOLS
 from harness.errors import UsageError
-from harness.scenario import Scenario
-from harness.scenario_steps import DEFAULT_FINAL_TIMEOUT, Step
+from harness.scenario.loader import Scenario
+from harness.scenario.steps import DEFAULT_FINAL_TIMEOUT, Step
 from nemesis.schedule import (
     FLIP,
     PROCESS_PACKAGES,
@@ -158,7 +158,7 @@ class ChaosConfig:
 def chaos_run(cfg: ChaosConfig, seed: int, ops: list[dict[str, Any]] | None = None
               ) -> tuple[Scenario, dict[str, Any]]:
     """The scenario of one chaos run with `seed`, and run.json's extra fields; `ops`
-    replaces the schedule the seed draws (a shrunk one, harness.shrink)."""
+    replaces the schedule the seed draws (a shrunk one, harness.sim.shrink)."""
     if ops is None:
         ops = schedule(cfg.schedule_spec(), seed)
     workload = {

@@ -13,7 +13,7 @@ Two images:
   else does.
 
 Everything isrlab starts at run time carries the label `isrlab.run=<run-id>`, the
-path of the run directory (`isrlab.run_dir`) and its owner (`harness.owner`: host,
+path of the run directory (`isrlab.run_dir`) and its owner (`harness.run.owner`: host,
 pid, start time); `sweep_leftovers()` removes what runs whose owner is gone left
 behind and keeps the rest -- and the volumes of a crashed run whose directory still
 waits for `isrlab collect` -- and `clean_leftovers()` removes one run's objects (its
@@ -47,8 +47,8 @@ import requests.exceptions
 
 import broker
 from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
-from harness.owner import Liveness, Owner, liveness_of
-from harness.rundir import RUNNING, run_status
+from harness.run.owner import Liveness, Owner, liveness_of
+from harness.run.rundir import RUNNING, run_status
 
 LABEL_RUN = "isrlab.run"
 LABEL_RUN_DIR = "isrlab.run_dir"  # absolute path of the run directory
@@ -65,14 +65,14 @@ BROKER_REPO = "isrlab-broker"
 SUITE = "bookworm"
 VARIANT = "minbase"
 # openssh-server and sudo: the same base makes the SSH backend's test hosts
-# (harness/ssh_hosts.py; sudo for a user that runs iptables through `sudo -n`), so one
+# (harness/backends/ssh_hosts.py; sudo for a user that runs iptables through `sudo -n`), so one
 # debootstrap serves both; the broker containers never start sshd.
 INCLUDE = ("python3", "iptables", "iproute2", "openssh-server", "sudo")
 # Bump to force a rebuild of every base image when the recipe changes in a way the
 # hash cannot see (e.g. a change in how the tarball is imported).
 RECIPE_VERSION = 1
 
-DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+DOCKER_DIR = Path(__file__).resolve().parents[2] / "docker"
 BUILD_SCRIPT = DOCKER_DIR / "build_base.sh"
 DOCKERFILE = DOCKER_DIR / "Dockerfile"
 BROKER_DIR = Path(broker.__file__).resolve().parent

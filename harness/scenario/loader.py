@@ -18,18 +18,18 @@ from broker.protocol import ALIASES, VERSIONS, canonical
 from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import UsageError
-from harness.scenario_steps import COMPARISONS, Step, parse_steps
+from harness.scenario.steps import COMPARISONS, Step, parse_steps
 from harness.validate import Validator, check_topic_partition
 from harness.yamlloc import LocMap, load
 
-SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parent / "catalogue"
 
 NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 DEFAULT_RATE = 100  # background sends per second, over all producers
 VARIANT_KEYS = ("description", "broker", "controller", "workload", "expect", "assert")
 # Figures an `assert` may name. The checker's, from check/summary.json `figures`
 # (checker.figures), and the harness's own, computed from the run directory after
-# the check (harness.assertions): each is documented in docs/scenarios.md.
+# the check (harness.run.assertions): each is documented in docs/scenarios.md.
 CHECKER_FIGURES = ("isr_shrinks", "isr_expands", "leader_elections", "truncations", "sends",
                    "sends_ok", "sends_fail", "sends_info", "polls_ok", "unseen_acked",
                    "nemesis_ops")

@@ -4,7 +4,7 @@
                  [--acks A] [--set KEY=VALUE ...] [--time-limit 60s] [--runs-dir DIR]
 
 Seeds S..S+N-1 go to Spark tasks; each task simulates the chaos run of each of
-its seeds on the sim backend (harness.swarm.simulate: the configuration drawn
+its seeds on the sim backend (harness.sim.swarm.simulate: the configuration drawn
 from the seed, the schedule, the run) and writes its run directory under the
 batch directory, which every task must reach (one machine, or shared storage
 on a cluster). The checker then checks every run in one batch, on the same
@@ -30,12 +30,12 @@ from typing import Any
 
 from checker.spark import DEFAULT_MASTER, get_session, task_slices
 from contract import PROTOCOLS
-from harness import cli_chaos
-from harness.chaos import parse_sets, parse_time_limit
-from harness.cli_chaos import ACKS, _positive_float, _positive_int, _set_item, _type
+from harness.chaos.runs import parse_sets, parse_time_limit
+from harness.cli import chaos as cli_chaos
+from harness.cli.chaos import ACKS, _positive_float, _positive_int, _set_item, _type
 from harness.errors import UsageError
 from harness.progress import Progress
-from harness.swarm import SwarmSpec, simulate
+from harness.sim.swarm import SwarmSpec, simulate
 from nemesis.schedule import FAULT_NAMES, parse_faults
 from reports.render import INDEX
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from contract import LOGS
 from harness.backends.base import CONTROLLER, Salvage
+from harness.backends.hostsfile import Host, load_hosts
 from harness.backends.ssh import (
     CHAIN_PREFIX,
     HOSTS_RECORD,
@@ -29,11 +30,10 @@ from harness.backends.ssh import (
     parallel,
     remove_chain_script,
 )
+from harness.backends.ssh_remote import Remote
 from harness.errors import HarnessError, RunIncomplete, UsageError
-from harness.hostsfile import Host, load_hosts
-from harness.owner import Liveness, Owner
-from harness.rundir import RUNNING, run_status
-from harness.ssh_remote import Remote
+from harness.run.owner import Liveness, Owner
+from harness.run.rundir import RUNNING, run_status
 
 # Remotes of runs salvaged by this process, for discard_run (same `isrlab collect`).
 _SALVAGED: dict[str, list[tuple[Host, str]]] = {}

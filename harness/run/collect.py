@@ -22,12 +22,20 @@ from typing import Any
 
 from broker.wire import WireError
 from contract import EVENTS, HISTORY, LOG, STATE
-from harness.admin import request, try_status
 from harness.backends import backend_class
 from harness.backends.base import Backend
 from harness.errors import UsageError
-from harness.owner import Liveness, Owner
-from harness.rundir import CRASHED, RUNNING, RunDirWriter, read_meta, utc_at, utc_now, write_jsonl
+from harness.run.admin import request, try_status
+from harness.run.owner import Liveness, Owner
+from harness.run.rundir import (
+    CRASHED,
+    RUNNING,
+    RunDirWriter,
+    read_meta,
+    utc_at,
+    utc_now,
+    write_jsonl,
+)
 
 
 def hosted_partitions(topics: list[dict[str, Any]], node: str) -> list[tuple[str, int]]:

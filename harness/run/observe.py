@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from broker.wire import Connection, WireError
-from harness.admin import partition_status
 from harness.backends.base import Backend
 from harness.errors import RunIncomplete
-from harness.events import EventsCollector
+from harness.run.admin import partition_status
+from harness.run.events import EventsCollector
 from workloads.runtime import REAL, Runtime
 
 T = TypeVar("T")

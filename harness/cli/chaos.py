@@ -1,6 +1,6 @@
 """The `isrlab chaos`, `isrlab export` and `isrlab reproduce --runs N` commands.
 
-Registered into harness/cli.py's parser by `register` and dispatched by
+Registered into harness/cli/__init__.py's parser by `register` and dispatched by
 `dispatch`; like cli.py, this is a CLI module that wires the harness to the
 checker and the reports (tests/test_layering.py). Several runs are always
 checked together in ONE Spark batch (checker.client.check), with each run's
@@ -34,14 +34,15 @@ from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import PROTOCOLS
-from harness import cli_checker, nightly
 from harness.backends import BACKENDS
-from harness.chaos import CHAOS, ChaosConfig, chaos_run, parse_sets, parse_time_limit
+from harness.chaos import nightly
+from harness.chaos.export import export_scenario
+from harness.chaos.runs import CHAOS, ChaosConfig, chaos_run, parse_sets, parse_time_limit
+from harness.cli import checker as cli_checker
 from harness.errors import HarnessError, Interrupted, UsageError, one_line
-from harness.export import export_scenario
 from harness.progress import Progress
-from harness.runner import RunOptions, RunRecord, run_scenario
-from harness.scenario import find_scenario, load_scenario
+from harness.run.runner import RunOptions, RunRecord, run_scenario
+from harness.scenario.loader import find_scenario, load_scenario
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
 from reports.render import INDEX, render_index
 
@@ -171,11 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cli() -> ModuleType:
-    """harness/cli.py as loaded: `python -m harness.cli` runs it as __main__, and a
-    second copy would keep its own state (the abandoned-check flag main() reads)."""
-    main = sys.modules.get("__main__")
-    if main is not None and getattr(main.__spec__, "name", None) == "harness.cli":
-        return main
+    """harness.cli, imported here to dodge the import cycle with it."""
     import harness.cli
 
     return harness.cli
@@ -369,7 +366,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _protocol_of(run_dir: Path) -> str:
-    from harness.rundir import read_meta
+    from harness.run.rundir import read_meta
 
     return str(read_meta(run_dir).get("protocol"))
 
@@ -429,7 +426,7 @@ def cmd_reproduce_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    """One night of the configured matrix (harness.nightly); exit 1 for an anomaly a
+    """One night of the configured matrix (harness.chaos.nightly); exit 1 for an anomaly a
     row does not allow, 3 for a run that did not complete or could not be checked."""
     night_cfg = nightly.load_config(args.config)  # FILE:LINE errors: exit 2, nothing started
     seed = (night_cfg.seed if night_cfg.seed is not None

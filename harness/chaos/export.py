@@ -38,7 +38,7 @@ from contract import (
 )
 from harness.backends.base import CONTROLLER
 from harness.errors import UsageError
-from harness.rundir import read_meta
+from harness.run.rundir import read_meta
 from nemesis import grudges
 from workloads.history import read_history
 
@@ -103,7 +103,7 @@ _RECOVERY_FS = ("heal", "resume", "start")
 
 def _planned_steps(schedule: list[dict[str, Any]], ops: list[dict[str, Any]],
                    brokers: list[str], run_dir: Path) -> list[Any]:
-    """A sim chaos run's schedule as steps (harness.chaos.schedule_steps' shape): its
+    """A sim chaos run's schedule as steps (harness.chaos.runs.schedule_steps' shape): its
     times, its `recover`s, each fault on the nodes the history's k-th fault hit."""
     hit = [op for op in ops if op.get("process") == NEMESIS_PROCESS
            and op.get("type") == "invoke" and op.get("f") not in _RECOVERY_FS]

@@ -4,10 +4,10 @@ its own drawn from its seed.
 Swarm testing (Groce et al., 2012) varies the configuration itself from run to
 run -- which faults, how many brokers, which timeouts, which acks -- because a
 fixed mix of everything tends to hide the bugs that need a mix of only some. A
-run is the chaos issue's run (harness.chaos: a seeded fault schedule over a
+run is the chaos issue's run (harness.chaos.runs: a seeded fault schedule over a
 continuous workload) on the sim backend, so its seed fixes everything: the
 drawn configuration, the schedule, every message latency. `simulate(seed, ...)`
-is what one Spark task does for one seed; `isrlab swarm` (harness/cli_swarm.py)
+is what one Spark task does for one seed; `isrlab swarm` (harness/cli/swarm.py)
 spreads seeds over tasks and checks the runs in one batch.
 
 What the user pins (`--faults`, `--acks`, `--set KEY=VALUE`) is not drawn.
@@ -23,9 +23,9 @@ from typing import Any
 
 from broker.sim_cluster import Network
 from contract import HISTORY
-from harness.chaos import ChaosConfig, chaos_run
+from harness.chaos.runs import ChaosConfig, chaos_run
 from harness.progress import Progress
-from harness.runner import RunOptions, run_scenario
+from harness.run.runner import RunOptions, run_scenario
 from nemesis.schedule import FaultSpec, parse_faults
 from workloads.history import count_ops
 

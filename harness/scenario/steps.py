@@ -16,8 +16,8 @@ from nemesis import delays, grudges
 ADMIN_OPS = ("flush", "checkpoint-hw")
 # "not-ok": fail or info -- a write that must not be acknowledged, however it ends.
 OUTCOMES = ("ok", "fail", "info", "not-ok", "any")
-# `sleep` and `recover` carry the timed fault schedules of chaos runs (harness.chaos)
-# and the scenarios exported from them (harness.export).
+# `sleep` and `recover` carry the timed fault schedules of chaos runs (harness.chaos.runs)
+# and the scenarios exported from them (harness.chaos.export).
 # `load` starts (or stops) background producers between steps: a rate or bursts.
 STEP_KINDS = ("produce", "consume", "wait", "admin", "final-read", "sleep", "recover", "load",
               *PROCESS_FAULTS, *NETWORK_FAULTS)

@@ -31,25 +31,22 @@ from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER, check_master, task_slices
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
-from harness import (
-    assertions,
-    cli_chaos,
-    cli_checker,
-    cli_matrix,
-    cli_shrink,
-    cli_ssh,
-    cli_swarm,
-    cli_trace,
-    reaper,
-)
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
-from harness.collect import collect_crashed, owner_gone
+from harness.cli import chaos as cli_chaos
+from harness.cli import checker as cli_checker
+from harness.cli import matrix as cli_matrix
+from harness.cli import shrink as cli_shrink
+from harness.cli import ssh as cli_ssh
+from harness.cli import swarm as cli_swarm
+from harness.cli import trace as cli_trace
 from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError, one_line
 from harness.progress import Progress
-from harness.rundir import read_meta, run_status
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import find_scenario, load_scenario
+from harness.run import assertions, reaper
+from harness.run.collect import collect_crashed, owner_gone
+from harness.run.rundir import read_meta, run_status
+from harness.run.runner import RunOptions, run_scenario
+from harness.scenario.loader import find_scenario, load_scenario
 from reports.render import INDEX, render_index, render_run
 
 if TYPE_CHECKING:
@@ -308,7 +305,7 @@ def backend_options(args: argparse.Namespace, backend: str | None = None,
         if hosts is None:
             raise UsageError("--backend ssh needs --hosts HOSTS.yaml (docs/ssh.md); "
                              "`isrlab ssh hosts up 3 --out hosts.yaml` makes one here")
-        from harness.hostsfile import load_hosts
+        from harness.backends.hostsfile import load_hosts
 
         return {"hosts": load_hosts(hosts)}
     if hosts is not None:
@@ -532,7 +529,7 @@ def _say_truncated(results: list[RunResult]) -> None:
 
 def _collect_crashed_runs(run_dirs: list[Path], progress: Progress) -> None:
     """Collect every run among run_dirs still marked "running" whose harness is gone
-    (harness.collect.collect_crashed), saying so on stderr; refuse (UsageError,
+    (harness.run.collect.collect_crashed), saying so on stderr; refuse (UsageError,
     nothing touched) if any of them is still going or cannot be checked from here."""
     # A run.json the checker cannot read is the checker's to report, with its line.
     running = [r for r in run_dirs if run_status(r) == RUNNING]
@@ -563,7 +560,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_docker(args: argparse.Namespace) -> int:
     # Imported here: the docker SDK is only needed by those who use Docker.
-    from harness import docker_image
+    from harness.backends import docker_image
 
     if args.docker_command == "build":
         progress = Progress(sys.stderr, quiet=args.quiet)
@@ -601,6 +598,3 @@ def _counts(counts: dict[str, int], zeros: bool = True) -> str:
     return ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for kind, n in counts.items()
                      if n or zeros) or "nothing left"
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """`isrlab shrink RUN_DIR`: the smallest schedule found that still shows the run's
-anomaly, written as a scenario YAML (harness.shrink makes the candidates).
+anomaly, written as a scenario YAML (harness.sim.shrink makes the candidates).
 
 Each round simulates its candidates on the sim backend with the run's seed and
 checks them in one batch; the smallest candidate that still shows the kind
@@ -25,14 +25,14 @@ from broker.sim_cluster import Network
 from checker import client
 from checker.errors import CheckerError
 from contract import ANOMALY_KINDS, HISTORY
-from harness import cli_checker
-from harness.chaos import ChaosConfig, chaos_run
+from harness.chaos.export import export_scenario, found_kinds
+from harness.chaos.runs import ChaosConfig, chaos_run
+from harness.cli import checker as cli_checker
 from harness.errors import UsageError, one_line
-from harness.export import export_scenario, found_kinds
 from harness.progress import Progress
-from harness.rundir import read_meta
-from harness.runner import RunOptions, run_scenario
-from harness.shrink import (
+from harness.run.rundir import read_meta
+from harness.run.runner import RunOptions, run_scenario
+from harness.sim.shrink import (
     Candidate,
     compressed,
     config_of,

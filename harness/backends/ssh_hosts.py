@@ -23,7 +23,7 @@ import docker.errors
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness.docker_image import (
+from harness.backends.docker_image import (
     DOCKER_DIR,
     LABEL_NODE,
     ImageBuildError,
@@ -35,9 +35,9 @@ from harness.docker_image import (
     image_id,
     tar_files,
 )
+from harness.backends.hostsfile import load_hosts
 from harness.errors import RunIncomplete, UsageError, one_line
-from harness.hostsfile import load_hosts
-from harness.owner import Owner
+from harness.run.owner import Owner
 
 LABEL_SSHHOSTS = "isrlab.sshhosts"
 SSHHOST_REPO = "isrlab-sshhost"

@@ -1,11 +1,11 @@
 """`isrlab matrix`, `isrlab reproduce --variant X | --all-variants`, and the
 one-line-per-scenario listing of `isrlab scenarios`.
 
-Registered into harness/cli.py's parser by `register` and dispatched by
+Registered into harness/cli/__init__.py's parser by `register` and dispatched by
 `dispatch` (before cli_chaos: a scenario with variants or figure assertions run
 several times is this module's). Every run of a command is checked in ONE Spark
 batch (cli_chaos.check_batch: reports and the batch's run list), then each run's
-figure assertions are judged (harness.assertions) and a failed one makes its
+figure assertions are judged (harness.run.assertions) and a failed one makes its
 verdict invalid.
 
 `matrix` runs every scenario x variant x protocol version (N runs each), prints
@@ -36,12 +36,18 @@ from broker.protocol import VERSIONS
 from checker.api import RunResult
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import ASSERTIONS_JSON, CHECK, PROTOCOLS, REPORT_HTML
-from harness import cli_checker
 from harness.backends import BACKENDS
+from harness.cli import checker as cli_checker
 from harness.errors import Interrupted, UsageError
 from harness.progress import Progress
-from harness.runner import RunOptions, RunRecord, run_scenario
-from harness.scenario import Scenario, all_variants, find_scenario, list_scenarios, load_scenario
+from harness.run.runner import RunOptions, RunRecord, run_scenario
+from harness.scenario.loader import (
+    Scenario,
+    all_variants,
+    find_scenario,
+    list_scenarios,
+    load_scenario,
+)
 
 INDEX = "index.html"
 RUNS_INDEX = "runs.html"  # the checker's per-run index page of the batch
@@ -51,7 +57,7 @@ DOCKER_PORT_STRIDE = 16  # host ports per docker run: one per node, and room to 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `matrix`, and `--variant`/`--all-variants` to `reproduce`."""
-    from harness import cli_chaos
+    from harness.cli import chaos as cli_chaos
 
     cli = cli_chaos._cli()
     m = sub.add_parser("matrix", help="every scenario x variant x version, checked in one "
@@ -169,7 +175,7 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
               args: argparse.Namespace, progress: Progress) -> list[Cell] | int:
     """Run every row x protocol `runs` times into `batch`, check them in one batch and
     judge the assertions; an exit status instead when interrupted or the checker fails."""
-    from harness import cli_chaos
+    from harness.cli import chaos as cli_chaos
 
     stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
     jobs = getattr(args, "jobs", 1)

@@ -3,7 +3,7 @@
 A chaos run on the sim backend is a function of its configuration, its fault
 schedule and its seed, so a smaller run is one with fewer fault packages, a
 lighter workload or less idle time, simulated again with the same seed. This
-module makes the candidates; `isrlab shrink` (harness/cli_shrink.py) simulates
+module makes the candidates; `isrlab shrink` (harness/cli/shrink.py) simulates
 each round of them, checks them in one batch, keeps the smallest that still
 shows the anomaly kind, and repeats until no candidate does (Zeller's delta
 debugging over the packages, then the workload, then time).
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.chaos import ChaosConfig
+from harness.chaos.runs import ChaosConfig
 from harness.errors import UsageError
 from nemesis.schedule import parse_faults
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import paramiko
 
+from harness.backends.hostsfile import Host
 from harness.errors import RunIncomplete, UsageError, one_line
-from harness.hostsfile import Host
 
 _KNOWN_HOSTS_LOCK = threading.Lock()
 

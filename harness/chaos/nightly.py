@@ -3,7 +3,7 @@
 The config (docs/nightly.md, sample: nightly/sample.yaml) is a list of rows;
 each row is a matrix -- versions x fault mixes x acks x config sets x backends
 -- with its runs, time limit and the anomaly kinds it allows. Every cell runs
-`runs` chaos runs (harness.chaos, as `isrlab chaos` does), then the whole night
+`runs` chaos runs (harness.chaos.runs, as `isrlab chaos` does), then the whole night
 is checked in ONE Spark batch (cli_chaos.check_batch: reports, the night's
 index page, JUnit XML, rows appended to DIR's Parquet results table). Then
 the trend page over every night in DIR is rendered from that table
@@ -31,7 +31,7 @@ from typing import Any
 
 from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends import BACKENDS
-from harness.chaos import ChaosConfig, parse_sets, parse_time_limit
+from harness.chaos.runs import ChaosConfig, parse_sets, parse_time_limit
 from harness.errors import UsageError
 from harness.validate import Validator
 from harness.yamlloc import LocMap, LocSeq, load

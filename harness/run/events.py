@@ -19,7 +19,7 @@ from typing import Any
 
 from broker.wire import Connection, WireError
 from harness.backends.base import Backend
-from harness.clock import RunClock
+from harness.run.clock import RunClock
 
 
 @dataclass

@@ -4,7 +4,7 @@ Order: run directory and run.json (status "running", with its owner: this
 process) -> cluster up (controller, brokers, leaders known) -> events collector
 -> steps -> replicas collected -> teardown (always, in a finally) -> run.json
 closed. A harness killed before the end leaves a "running" run whose owner is
-gone: `isrlab collect` finishes it (harness.collect.collect_crashed). The
+gone: `isrlab collect` finishes it (harness.run.collect.collect_crashed). The
 harness never judges: checking is the checker's job, called by the CLI afterwards.
 """
 
@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import reaper
 from harness.backends import backend_class, make_backend
 from harness.backends.base import CONTROLLER, Backend
 from harness.errors import HarnessError, Interrupted, RunIncomplete
-from harness.observe import Observer, wait_for
-from harness.owner import Owner
 from harness.progress import Progress, StatusTicker
-from harness.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
-from harness.scenario import Scenario, workload_partitions
-from harness.steps import StepContext, StepRunner
+from harness.run import reaper
+from harness.run.execute import StepContext, StepRunner
+from harness.run.observe import Observer, wait_for
+from harness.run.owner import Owner
+from harness.run.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
+from harness.scenario.loader import Scenario, workload_partitions
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer
@@ -106,7 +106,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         workload=scenario.workload,
         nemesis=[s.as_dict() for s in steps],
         expect=scenario.expect_for(opts.protocol),
-        # Judged by the harness after the check (harness.assertions).
+        # Judged by the harness after the check (harness.run.assertions).
         variant=scenario.variant,
         assertions=[{k: v for k, v in a.items() if v is not None}
                     for a in scenario.assertions_for(opts.protocol)],

@@ -1,5 +1,5 @@
 """`isrlab trace NAME`: a scenario run on the sim backend, printed fetch round by
-fetch round (harness.trace): every replica's LEO and HW and the leader's view
+fetch round (harness.sim.trace): every replica's LEO and HW and the leader's view
 of its followers, seed 001's table from the real broker cores. The run
 directory keeps it as trace.jsonl; its report shows it once checked.
 
@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from contract import PROTOCOLS
-from harness import cli_chaos
+from harness.cli import chaos as cli_chaos
 from harness.progress import Progress
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import find_scenario, load_scenario
-from harness.trace import read_trace, table
+from harness.run.runner import RunOptions, run_scenario
+from harness.scenario.loader import find_scenario, load_scenario
+from harness.sim.trace import read_trace, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,9 +1,9 @@
 """Writing the run directory (docs/run-directory.md, format version 1): layout and run.json.
 
 run.json is written when the run starts (ended_at null, status "running", and the
-`owner`: the harness process, harness.owner) and rewritten atomically when it ends,
+`owner`: the harness process, harness.run.owner) and rewritten atomically when it ends,
 so a crashed run is recognisable as such: "running" and its owner gone.
-`isrlab collect` (harness.collect.collect_crashed) then reopens it and marks it
+`isrlab collect` (harness.run.collect.collect_crashed) then reopens it and marks it
 "crashed". The checker reads run directories with its own reader (checker/rundir.py).
 """
 

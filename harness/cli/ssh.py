@@ -48,7 +48,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _check(args.hosts)
     if args.ssh_command == "clean":
         return _clean(args.hosts, args.force)
-    from harness import ssh_hosts  # the docker SDK only for those who use it
+    from harness.backends import ssh_hosts  # the docker SDK only for those who use it
 
     if args.hosts_command == "up":
         progress = Progress(sys.stderr, quiet=args.quiet)
@@ -63,8 +63,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 def _check(hosts_path: Path) -> int:
     from harness.backends.base import ClusterSpec
+    from harness.backends.hostsfile import load_hosts
     from harness.backends.ssh import SshBackend
-    from harness.hostsfile import load_hosts
 
     hf = load_hosts(hosts_path)
     brokers = [h.node for h in hf.brokers]
@@ -82,7 +82,7 @@ def _check(hosts_path: Path) -> int:
 
 
 def _clean(hosts_path: Path, force: bool) -> int:
-    from harness.ssh_clean import clean_hosts
+    from harness.backends.ssh_clean import clean_hosts
 
     sweeps = clean_hosts(hosts_path, force=force)
     errors = []

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract import PROCESS_FAULTS
-from harness import admin
 from harness.backends.base import CONTROLLER, Backend
 from harness.errors import RunIncomplete
-from harness.observe import Observer, wait_for
 from harness.progress import Progress
-from harness.scenario_steps import TIMED_FAULTS, Step
+from harness.run import admin
+from harness.run.observe import Observer, wait_for
+from harness.scenario.steps import TIMED_FAULTS, Step
 from nemesis.faults import Nemesis
 from nemesis.schedule import grudge_for
 from workloads.client import ClusterClient

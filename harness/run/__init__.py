@@ -1,0 +1,1 @@
+"""One run of a scenario: the runner, its run directory, and what it reads from the cluster."""

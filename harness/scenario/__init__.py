@@ -1,0 +1,1 @@
+"""Scenario files: the format, its loader and validation, and the shipped catalogue."""

@@ -1,0 +1,1 @@
+"""The simulator: its runtime, swarm testing, shrinking and the fetch-round trace."""
