@@ -51,7 +51,7 @@ from checker.spark import (
     shuffle_partitions,
 )
 from checker.sparse import sparse_rows, uneven_sources
-from checker.verdict import ERROR, EXIT_CODES, decide
+from checker.verdict import ERROR, EXIT_CODES, RunResult, decide
 from contract import RUN_JSON, UNFINISHED
 
 __all__ = ["RunResult", "check_runs", "write_junit"]
@@ -62,25 +62,6 @@ MAX_LISTED = 200
 # threads for the kinds did as well as three and better than five on the 2-core
 # machine.
 KIND_THREADS = 2
-
-
-@dataclass
-class RunResult:
-    run_id: str
-    run_dir: Path
-    verdict: str
-    anomalies: list[dict[str, Any]]
-    expected: list[str]
-    exit_code: int
-    scenario: str | None = None
-    protocol: str | None = None
-    unexpected: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
-    status: str | None = None  # run.json's (contract.RUN_STATUSES)
-    # Expected kinds an unfinished run's prefix did not show: not judged.
-    unjudged: list[str] = field(default_factory=list)
-    error: RunDirError | None = None  # why the run could not be checked (verdict error)
 
 
 def _listed(df: DataFrame) -> DataFrame:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from checker.verdict import ERROR, INCOMPLETE, VALID
 
 if TYPE_CHECKING:
-    from checker.api import RunResult
+    from checker.verdict import RunResult
 
 
 def case_name(r: RunResult) -> str:

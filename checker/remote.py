@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from checker.errors import CheckerError, JavaNotFoundError, RunDirError, SparkMasterError
+from checker.verdict import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 # The code a check runs: the checker and the vocabulary it reads run directories with.
@@ -89,16 +90,14 @@ def receive(rfile: Any) -> dict[str, Any] | None:
 
 
 def result_to_wire(r: Any) -> dict[str, Any]:
-    """A checker.api.RunResult as JSON-able data."""
+    """A checker.verdict.RunResult as JSON-able data."""
     d = {k: getattr(r, k) for k in r.__dataclass_fields__ if k != "error"}
     d["run_dir"] = str(r.run_dir)
     d["error"] = error_to_wire(r.error) if r.error is not None else None
     return d
 
 
-def result_from_wire(d: dict[str, Any]) -> Any:
-    from checker.api import RunResult
-
+def result_from_wire(d: dict[str, Any]) -> RunResult:
     d = dict(d)
     d["run_dir"] = Path(d["run_dir"])
     err = d.pop("error", None)

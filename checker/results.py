@@ -24,7 +24,7 @@ from checker.spark import local_rows
 from contract import ANOMALY_KINDS
 
 if TYPE_CHECKING:
-    from checker.api import RunResult
+    from checker.verdict import RunResult
 
 RUNS = T.StructType(
     [

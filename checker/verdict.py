@@ -5,8 +5,11 @@ exit status (docs/exit-codes.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from checker.errors import RunDirError
 from contract import UNFINISHED
 
 VALID, INVALID, NOT_REPRODUCED = "valid", "invalid", "not-reproduced"
@@ -60,3 +63,23 @@ def batch_exit_code(verdicts: Iterable[str]) -> int:
         if code in codes:
             return code
     return 0
+
+
+# One run's checked result: what `isrlab check` prints, JUnit and the report read.
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    verdict: str
+    anomalies: list[dict[str, Any]]
+    expected: list[str]
+    exit_code: int
+    scenario: str | None = None
+    protocol: str | None = None
+    unexpected: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None  # run.json's (contract.RUN_STATUSES)
+    # Expected kinds an unfinished run's prefix did not show: not judged.
+    unjudged: list[str] = field(default_factory=list)
+    error: RunDirError | None = None  # why the run could not be checked (verdict error)

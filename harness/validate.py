@@ -6,8 +6,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from contract import PROTOCOLS
-from harness.backends.base import CONTROLLER
+from contract import CONTROLLER, PROTOCOLS
 from harness.yamlloc import LocMap, LocSeq, ScenarioError
 
 
