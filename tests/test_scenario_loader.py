@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contract import PROTOCOLS
 from harness.errors import UsageError
 from harness.scenario.loader import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
 from harness.yamlloc import ScenarioError
@@ -59,9 +60,11 @@ def test_shipped_scenarios_load() -> None:
         assert s.steps[-1].kind == "final-read"
 
 
-def test_expectations_of_scenarios_md() -> None:
+def test_expectations_of_the_catalogue() -> None:
+    """docs/catalogue.md#kip101-hw-truncation-loss and #kip279-unclean-divergence."""
     s1 = load_scenario(SCENARIO_DIR / "kip101-hw-truncation-loss.yaml")
-    assert s1.expect == {"0.10": ["lost-write"], "0.11": [], "2.0": [], "latest": []}
+    assert {v: s1.expect_for(v) for v in PROTOCOLS} == {
+        "0.10": ["lost-write"], **{v: [] for v in PROTOCOLS[1:]}}
     s3 = load_scenario(SCENARIO_DIR / "kip279-unclean-divergence.yaml")
     assert s3.expect_for("0.11") == ["divergence", "lost-write"]
     assert s3.expect_for("2.0") == ["lost-write"]
@@ -69,8 +72,9 @@ def test_expectations_of_scenarios_md() -> None:
     assert s3.broker_config["unclean.leader.election.enable"] is True
 
 
-def test_expectations_of_scenarios_md_10_to_13() -> None:
-    """SCENARIOS.md §10-§13, with 0.10 as the model gives it (docs/protocol-versions.md)."""
+def test_expectations_of_the_catalogue_10_to_13() -> None:
+    """docs/catalogue.md's scenarios 10-13, with 0.10 as the model gives it
+    (docs/protocol-versions.md)."""
     want = {
         "kafka-7415-epoch-gap-divergence": {"2.0": ["divergence", "lost-write"],
                                             "2.1": ["lost-write"], "latest": ["lost-write"]},
@@ -198,13 +202,30 @@ def test_find_scenario(tmp_path: Path) -> None:
 
 
 def test_per_version_steps(tmp_path: Path) -> None:
-    text = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.10\", latest]\n")
+    """`since: X` runs a step from X on, `before: X` under the versions older than X:
+    expect's from-version form, aliases resolved."""
+    text = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.1\"\n"
+                        "  - kill: A\n    before: \"2.1\"\n")
     s = load_scenario(write(tmp_path, text))
-    assert [st.kind for st in s.steps_for("0.10")] == [st.kind for st in s.steps]
-    assert "pause" not in [st.kind for st in s.steps_for("2.0")]
-    assert s.steps[2].as_dict()["protocols"] == ["0.10", "latest"]
-    bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.9\"]\n")
-    assert error_of(tmp_path, bad).line == 18
+    for version in PROTOCOLS:
+        kinds = [st.kind for st in s.steps_for(version)]
+        old = version in ("0.10", "0.11", "2.0")
+        assert ("kill" in kinds, "pause" in kinds) == (old, not old), version
+    assert s.steps[2].as_dict()["since"] == "2.1" and "before" not in s.steps[2].as_dict()
+    assert s.steps[3].as_dict()["before"] == "2.1" and "since" not in s.steps[3].as_dict()
+    both = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.0\"\n"
+                        "    before: latest\n")
+    s = load_scenario(write(tmp_path, both))
+    assert [p for p in PROTOCOLS if s.steps[2].applies_to(p)] == ["2.0", "2.1", "2.7", "3.7"]
+    bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"0.9\"\n")
+    err = error_of(tmp_path, bad)
+    assert err.line == 18 and "unknown protocol version '0.9' in since" in err.message
+    backwards = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.1\"\n"
+                             "    before: \"2.0\"\n")
+    err = error_of(tmp_path, backwards)
+    assert err.line == 19 and "before 2.0 must be a later version than since 2.1" in err.message
+    listed = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.10\"]\n")
+    assert "unknown step 'protocols'" in error_of(tmp_path, listed).message
 
 
 def test_partition_steps_become_grudges(tmp_path: Path) -> None:
@@ -231,7 +252,7 @@ variants:
     broker: {unclean.leader.election.enable: true}
     expect: {"0.10": [], latest: [lost-write]}
     assert:
-      - {figure: hw_stall_ms, lt: 500, protocols: ["0.10"]}
+      - {figure: hw_stall_ms, lt: 500, before: "0.11"}
   two: {}
 steps:
 """).replace("  - final-read\n", """\
