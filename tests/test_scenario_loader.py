@@ -8,7 +8,13 @@ import pytest
 
 from contract import PROTOCOLS
 from harness.errors import UsageError
-from harness.scenario.loader import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
+from harness.scenario.loader import (
+    SCENARIO_DIR,
+    all_variants,
+    find_scenario,
+    list_scenarios,
+    load_scenario,
+)
 from harness.yamlloc import ScenarioError
 
 GOOD = """\
@@ -344,3 +350,35 @@ def test_expectations_of_scenarios_md_4_to_9() -> None:
         "lag-messages": (none, ["isr_rejoins", "isr_shrinks"]),
         "lag-time": (none, ["isr_shrinks"])}
     assert rows("hw-lags-one-fetch") == {None: (none, [])}
+
+
+# -- docs/catalogue.md: the specification of the shipped scenarios -----------------------
+
+CATALOGUE_MD = SCENARIO_DIR.parents[2] / "docs" / "catalogue.md"
+
+
+def test_catalogue_index_states_what_the_files_expect() -> None:
+    """Every row of docs/catalogue.md's index (scenario, variant, one cell per release
+    line) says exactly what the file's `expect` gives, and every file has its rows."""
+    lines = CATALOGUE_MD.read_text().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| # | scenario |"))
+    versions = [c.strip(" `") for c in lines[head].strip("|").split("|")[3:]]
+    assert versions == [p for p in PROTOCOLS if p != "latest"]
+    table = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        _, name, variant, *cells = (c.strip() for c in line.strip("|").split("|"))
+        key = (name.split("]")[0].strip("[`"), variant.strip("`") or None)
+        table[key] = [[] if c == "none" else sorted(k.strip(" `") for k in c.split(","))
+                      for c in cells]
+    files = {(row.name, row.variant): [sorted(row.expect_for(v)) for v in versions]
+             for s in list_scenarios() for row in all_variants(s)}
+    assert table == files
+
+
+def test_every_source_points_at_its_catalogue_section() -> None:
+    text = CATALOGUE_MD.read_text()
+    for s in list_scenarios():
+        assert s.source == f"docs/catalogue.md#{s.name}", s.path
+        assert f"\n## {s.name}\n" in text, s.name
