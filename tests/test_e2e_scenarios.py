@@ -334,7 +334,7 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
     assert any(x.split() == ["hw-lags-one-fetch", "✓"] for x in lines), r.stdout
     assert any(x.split() == ["hw-lags-asserted", "assert", "isr_shrinks"] for x in lines)
     assert "assertion failed" in r.stdout and "isr_shrinks >= 1, was 0" in r.stdout
-    assert "1/2 cell(s) match SCENARIOS.md" in r.stdout
+    assert "matches the catalogue in 1/2 cell(s)" in r.stdout
     index = Path(lines[-1].removeprefix("index: "))
     page = index.read_text()
     assert page.count("report.html") == 2 and "assert isr_shrinks" in page
