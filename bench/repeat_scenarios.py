@@ -4,7 +4,7 @@
 
 Every run goes through the same harness as `isrlab reproduce`; the runs are then
 checked in one Spark job (as a nightly batch is). Prints, per scenario and
-version, how many runs gave the verdict SCENARIOS.md expects (verdict `valid`
+version, how many runs gave the verdict docs/catalogue.md expects (verdict `valid`
 with exactly the expected anomaly kinds), the harness time per run, and each
 scenario's time to verdict: one `isrlab reproduce` timed from the command line
 (cluster + steps + Spark checker + report), as a user meets it.

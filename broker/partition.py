@@ -306,7 +306,7 @@ class Partition:
         As Kafka's ReplicaManager.fetchMessages: read first, then update what the
         leader knows of the follower (its LEO, the ISR, the HW). So the answer
         carries the HW as it was before this fetch moved it, and the follower
-        learns a new HW one fetch round after the data (seed 001).
+        learns a new HW one fetch round after the data (docs/catalogue.md#hw-lags-one-fetch).
         """
         resp = self._read_for_replica(replica, offset, last_fetched_epoch,
                                       current_leader_epoch, max_records)

@@ -6,6 +6,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from broker.protocol import VERSIONS, canonical
 from contract import CONTROLLER, PROTOCOLS
 from harness.yamlloc import LocMap, LocSeq, ScenarioError
 
@@ -72,22 +73,35 @@ class Validator:
                 raise self.err(line, f"{what}: unknown node {n!r}; known: {known}")
         return list(names)
 
-    def protocols(self, m: LocMap) -> list[str] | None:
-        """The mapping's optional ``protocols:`` list (the versions an entry applies
-        to), each a known protocol version; None when absent."""
-        if "protocols" not in m:
-            return None
-        line = m.line_of("protocols")
-        pl = self.seq(m["protocols"], line, "protocols")
-        for p in pl:
-            if p not in PROTOCOLS:
-                raise self.err(line, f"unknown protocol version {p!r}")
-        return list(pl)
+    def version_range(self, m: LocMap) -> tuple[str | None, str | None]:
+        """The mapping's optional ``since:`` and ``before:`` (None when absent): an
+        entry holds from `since` on and under the versions older than `before` --
+        expect's from-version form ("X+"), so a boundary is written once."""
+        bounds = []
+        for key in ("since", "before"):
+            p = m.get(key)
+            if p is not None and p not in PROTOCOLS:
+                raise self.err(m.line_of(key), f"unknown protocol version {p!r} in {key}; "
+                                               f"known: {', '.join(PROTOCOLS)} (quote them)")
+            bounds.append(p)
+        since, before = bounds
+        if since is not None and before is not None and not (
+                VERSIONS.index(canonical(since)) < VERSIONS.index(canonical(before))):
+            raise self.err(m.line_of("before"), f"before {before} must be a later version "
+                                                f"than since {since}")
+        return since, before
 
     def acks(self, v: Any, line: int) -> int | str:
         if v in (0, 1, -1, "all") and not isinstance(v, bool):
             return v
         raise self.err(line, f"acks must be 0, 1, -1 or all, got {v!r}")
+
+
+def in_range(protocol: str, since: str | None, before: str | None) -> bool:
+    """Whether `protocol` is `since` or later and older than `before` (aliases resolved)."""
+    at = VERSIONS.index(canonical(protocol))
+    return ((since is None or at >= VERSIONS.index(canonical(since)))
+            and (before is None or at < VERSIONS.index(canonical(before))))
 
 
 def empty_map(line: int) -> LocMap:

@@ -65,7 +65,7 @@ def test_scenarios_lists_the_three() -> None:
                      "unclean-election-loss"]
     assert "    expect 0.10 lost-write · 0.11+ none" in r.stdout.splitlines()
     assert "    [unclean-on] expect all lost-write" in r.stdout.splitlines()
-    assert "    source: seed 004 §1.3.2; SCENARIOS.md §4" in r.stdout.splitlines()
+    assert "    source: docs/catalogue.md#unclean-election-loss" in r.stdout.splitlines()
 
 
 def test_unknown_scenario() -> None:

@@ -1,11 +1,11 @@
 """End to end on real brokers: the shipped scenarios (and each variant) under every
-protocol version give exactly the anomalies SCENARIOS.md lists and pass their
-figure assertions -- every release on the local backend (processes), the oldest
-and the newest on the docker backend (containers) -- and a leader cut off by a
-network partition loses nothing acknowledged, on both backends. The sim backend
-(the same cores in one process, virtual time) runs every row under every version
-too, with the same verdicts, and the scripted scenarios leave the same replica
-logs on sim as on local.
+protocol version give exactly the anomalies their files' `expect` lists
+(docs/catalogue.md) and pass their figure assertions -- every release on the local
+backend (processes), the oldest and the newest on the docker backend (containers)
+-- and a leader cut off by a network partition loses nothing acknowledged, on both
+backends. The sim backend (the same cores in one process, virtual time) runs every
+row under every version too, with the same verdicts, and the scripted scenarios
+leave the same replica logs on sim as on local.
 
 All runs go first (a few seconds each), then ONE Spark job checks them together,
 as a nightly batch would; then `isrlab reproduce` itself is run for the
@@ -33,95 +33,70 @@ from conftest import (
     free_port,
 )
 
+from contract import PROTOCOLS as ALL_PROTOCOLS
 from harness.errors import UsageError
 from harness.progress import Progress
 from harness.run.runner import RunOptions, RunRecord, run_scenario
-from harness.scenario.loader import SCENARIO_DIR, find_scenario, load_scenario
+from harness.scenario.loader import (
+    SCENARIO_DIR,
+    Scenario,
+    all_variants,
+    list_scenarios,
+    load_scenario,
+)
 
 pytestmark = [pytest.mark.e2e]
 
-SCENARIOS = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
-             "kip279-unclean-divergence"]
-PROTOCOLS = ["0.10", "0.11", "2.0", "2.1", "2.7", "3.7", "4.0", "latest"]
+PROTOCOLS = list(ALL_PROTOCOLS)  # every release, oldest first, then `latest`
 BACKENDS = ["local", "docker"]
 # CI time: local runs every release (`latest` is 4.0's row: its alias is run on
 # Docker); Docker runs the oldest version and the alias of the newest only.
 LOCAL_PROTOCOLS = [p for p in PROTOCOLS if p != "latest"]
 DOCKER_PROTOCOLS = ["0.10", "latest"]
-# SCENARIOS.md, per scenario and version: the anomaly kinds the run must show.
-EXPECTED = {
-    "kip101-hw-truncation-loss": {"0.10": {"lost-write"},
-                                  **{p: set() for p in PROTOCOLS[1:]}},
-    "kip101-power-loss-divergence": {"0.10": {"divergence", "lost-write"},
-                                     **{p: {"lost-write"} for p in PROTOCOLS[1:]}},
-    "kip279-unclean-divergence": {"0.10": {"divergence", "lost-write"},
-                                  "0.11": {"divergence", "lost-write"},
-                                  **{p: {"lost-write"} for p in PROTOCOLS[2:]}},
-}
-CASES = [(b, n, p) for b in BACKENDS for n in SCENARIOS
+# Every shipped scenario, each variant a row of its own (NAME-VARIANT). What a row
+# must show is its file's `expect` (docs/catalogue.md): the one statement of it.
+ROWS: dict[str, Scenario] = {row.run_name: row for s in list_scenarios()
+                             for row in all_variants(s)}
+
+
+def expected(name: str, protocol: str) -> set[str]:
+    """The anomaly kinds the row's file expects under `protocol`."""
+    return set(ROWS[name].expect_for(protocol))
+
+
+def _same_in_every_version(name: str) -> bool:
+    return len({frozenset(expected(name, p)) for p in PROTOCOLS}) == 1
+
+
+# Rows whose file expects the same under every version (scenarios 4-9): on Docker
+# under `latest` only (the container faults they use are the same code whatever the
+# protocol; the sequential Docker runs are the fixture's critical path: CI time),
+# and their figure assertions are judged.
+CATALOGUE = [name for name in ROWS if _same_in_every_version(name)]
+CASES = [(b, n, p) for b in BACKENDS for n in ROWS if n not in CATALOGUE
          for p in (LOCAL_PROTOCOLS if b == "local" else DOCKER_PROTOCOLS)]
-# Issue 19's scenarios (SCENARIOS.md §10-§13): every release on local, and on
-# Docker like the others (`latest` is 4.0's row).
-NEW_SCENARIOS = ["kafka-7415-epoch-gap-divergence", "kip320-stale-metadata-divergence",
-                 "last-replica-standing-loss", "alter-partition-stale-incarnation"]
-EXPECTED.update({
-    "kafka-7415-epoch-gap-divergence": {
-        **{p: {"divergence", "lost-write"} for p in ("0.10", "0.11", "2.0")},
-        **{p: {"lost-write"} for p in ("2.1", "2.7", "3.7", "4.0")}},
-    "kip320-stale-metadata-divergence": {
-        **{p: {"divergence"} for p in ("0.10", "0.11", "2.0")},
-        **{p: set() for p in ("2.1", "2.7", "3.7", "4.0")}},
-    "last-replica-standing-loss": {
-        **{p: {"lost-write"} for p in ("0.10", "0.11", "2.0", "2.1", "2.7", "3.7")},
-        "4.0": set()},
-    "alter-partition-stale-incarnation": {
-        **{p: {"lost-write"} for p in ("0.10", "0.11", "2.0", "2.1", "2.7")},
-        "3.7": set(), "4.0": set()},
-})
-for _row in NEW_SCENARIOS:
-    EXPECTED[_row]["latest"] = EXPECTED[_row]["4.0"]
-CASES += [(b, n, p) for b in BACKENDS for n in NEW_SCENARIOS
-          for p in (LOCAL_PROTOCOLS if b == "local" else DOCKER_PROTOCOLS)]
-# Issue 20's scenarios (SCENARIOS.md §4-§9), every variant a row (NAME-VARIANT):
-# every release on local; on Docker under `latest` only (their kinds are the same
-# under every version, and the container faults they use are the same code
-# whatever the protocol; the sequential Docker runs are the fixture's critical
-# path: CI time).
-CATALOGUE = {
-    "unclean-election-loss-unclean-off": set(), "unclean-election-loss-unclean-on": {"lost-write"},
-    "min-isr-prevents-loss": set(), "acks1-failover-loss-acks-1": {"lost-write"},
-    "acks1-failover-loss-acks-all": set(), "follower-gc-pause": set(),
-    "isr-flapping-lag-messages-lag-messages": set(),
-    "isr-flapping-lag-messages-lag-time": set(), "hw-lags-one-fetch": set(),
-}
-EXPECTED.update({row: dict.fromkeys(PROTOCOLS, kinds) for row, kinds in CATALOGUE.items()})
 CATALOGUE_DOCKER_PROTOCOLS = ["latest"]
 CATALOGUE_CASES = [(b, row, p) for b in BACKENDS for row in CATALOGUE
                    for p in (LOCAL_PROTOCOLS if b == "local" else CATALOGUE_DOCKER_PROTOCOLS)]
 CASES += CATALOGUE_CASES
 # Every row under every version (alias included) in the simulator: milliseconds each.
-SIM_CASES = [("sim", row, p) for row in EXPECTED for p in PROTOCOLS]
+SIM_CASES = [("sim", row, p) for row in ROWS for p in PROTOCOLS]
 CASES += SIM_CASES
 # Rows whose steps alone decide what is written (no rate-driven load): the replica
 # logs must be the same on sim as on local, record for record.
-SCRIPTED = [*SCENARIOS, *NEW_SCENARIOS, "unclean-election-loss-unclean-off",
+SCRIPTED = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+            "kip279-unclean-divergence", "kafka-7415-epoch-gap-divergence",
+            "kip320-stale-metadata-divergence", "last-replica-standing-loss",
+            "alter-partition-stale-incarnation", "unclean-election-loss-unclean-off",
             "unclean-election-loss-unclean-on", "min-isr-prevents-loss",
             "acks1-failover-loss-acks-1", "acks1-failover-loss-acks-all"]
 ISOLATED = TESTS / "data" / "leader-isolated.yaml"
 ISOLATED_PROTOCOLS = ["0.10", "latest"]
 
 
-def _load_row(name: str):
-    """A shipped scenario, or NAME-VARIANT: that variant of it."""
-    if name in CATALOGUE:
-        base, _, variant = next((b, "-", name[len(b) + 1:]) for b in _BASES
-                                if name == b or name.startswith(b + "-"))
-        return load_scenario(find_scenario(base), variant or None)
-    return load_scenario(find_scenario(name))
-
-
-_BASES = ["unclean-election-loss", "min-isr-prevents-loss", "acks1-failover-loss",
-          "follower-gc-pause", "isr-flapping-lag-messages", "hw-lags-one-fetch"]
+def _load_row(name: str) -> Scenario:
+    """A fresh copy of a shipped row (each run gets its own)."""
+    return load_scenario(ROWS[name].path, ROWS[name].variant)
 
 
 _ports_taken: set[int] = set()
@@ -219,10 +194,10 @@ def _case(checked: dict, backend: str, name: str, protocol: str):
 def test_scenario_verdict(checked: dict, backend: str, name: str, protocol: str) -> None:
     rec, result = _case(checked, backend, name, protocol)
     kinds = {a["kind"] for a in result.anomalies}
-    assert kinds == EXPECTED[name][protocol], (rec.run_dir, result.anomalies)
+    assert kinds == expected(name, protocol), (rec.run_dir, result.anomalies)
     assert result.verdict == "valid", (result.verdict, result.unexpected, result.missing)
     meta = json.loads((rec.run_dir / "run.json").read_text())
-    assert sorted(meta["expect"]) == sorted(EXPECTED[name][protocol])
+    assert sorted(meta["expect"]) == sorted(expected(name, protocol))
     assert meta["backend"] == backend
 
 
@@ -286,7 +261,7 @@ def test_reproduce_cli(tmp_path: Path, protocol: str, code: int) -> None:
     assert r.returncode == code == summary["exit_code"], r.stderr
     assert summary["verdict"] == "valid", (summary, r.stderr)
     kinds = {a["kind"] for a in summary["anomalies"]}
-    assert kinds == EXPECTED["kip101-hw-truncation-loss"][protocol]
+    assert kinds == expected("kip101-hw-truncation-loss", protocol)
     report = Path(summary["report"]).read_text()
     if protocol == "0.10":
         m1 = json.loads((Path(summary["run_dir"]) / "run.json").read_text())["labels"]["m1"][0]
@@ -334,7 +309,7 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
     assert any(x.split() == ["hw-lags-one-fetch", "✓"] for x in lines), r.stdout
     assert any(x.split() == ["hw-lags-asserted", "assert", "isr_shrinks"] for x in lines)
     assert "assertion failed" in r.stdout and "isr_shrinks >= 1, was 0" in r.stdout
-    assert "1/2 cell(s) match SCENARIOS.md" in r.stdout
+    assert "matches the catalogue in 1/2 cell(s)" in r.stdout
     index = Path(lines[-1].removeprefix("index: "))
     page = index.read_text()
     assert page.count("report.html") == 2 and "assert isr_shrinks" in page

@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from contract import PROTOCOLS
 from harness.errors import UsageError
-from harness.scenario.loader import SCENARIO_DIR, find_scenario, list_scenarios, load_scenario
+from harness.scenario.loader import (
+    SCENARIO_DIR,
+    all_variants,
+    find_scenario,
+    list_scenarios,
+    load_scenario,
+)
 from harness.yamlloc import ScenarioError
 
 GOOD = """\
@@ -59,9 +66,11 @@ def test_shipped_scenarios_load() -> None:
         assert s.steps[-1].kind == "final-read"
 
 
-def test_expectations_of_scenarios_md() -> None:
+def test_expectations_of_the_catalogue() -> None:
+    """docs/catalogue.md#kip101-hw-truncation-loss and #kip279-unclean-divergence."""
     s1 = load_scenario(SCENARIO_DIR / "kip101-hw-truncation-loss.yaml")
-    assert s1.expect == {"0.10": ["lost-write"], "0.11": [], "2.0": [], "latest": []}
+    assert {v: s1.expect_for(v) for v in PROTOCOLS} == {
+        "0.10": ["lost-write"], **{v: [] for v in PROTOCOLS[1:]}}
     s3 = load_scenario(SCENARIO_DIR / "kip279-unclean-divergence.yaml")
     assert s3.expect_for("0.11") == ["divergence", "lost-write"]
     assert s3.expect_for("2.0") == ["lost-write"]
@@ -69,8 +78,9 @@ def test_expectations_of_scenarios_md() -> None:
     assert s3.broker_config["unclean.leader.election.enable"] is True
 
 
-def test_expectations_of_scenarios_md_10_to_13() -> None:
-    """SCENARIOS.md §10-§13, with 0.10 as the model gives it (docs/protocol-versions.md)."""
+def test_expectations_of_the_catalogue_10_to_13() -> None:
+    """docs/catalogue.md's scenarios 10-13, with 0.10 as the model gives it
+    (docs/protocol-versions.md)."""
     want = {
         "kafka-7415-epoch-gap-divergence": {"2.0": ["divergence", "lost-write"],
                                             "2.1": ["lost-write"], "latest": ["lost-write"]},
@@ -198,13 +208,30 @@ def test_find_scenario(tmp_path: Path) -> None:
 
 
 def test_per_version_steps(tmp_path: Path) -> None:
-    text = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.10\", latest]\n")
+    """`since: X` runs a step from X on, `before: X` under the versions older than X:
+    expect's from-version form, aliases resolved."""
+    text = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.1\"\n"
+                        "  - kill: A\n    before: \"2.1\"\n")
     s = load_scenario(write(tmp_path, text))
-    assert [st.kind for st in s.steps_for("0.10")] == [st.kind for st in s.steps]
-    assert "pause" not in [st.kind for st in s.steps_for("2.0")]
-    assert s.steps[2].as_dict()["protocols"] == ["0.10", "latest"]
-    bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.9\"]\n")
-    assert error_of(tmp_path, bad).line == 18
+    for version in PROTOCOLS:
+        kinds = [st.kind for st in s.steps_for(version)]
+        old = version in ("0.10", "0.11", "2.0")
+        assert ("kill" in kinds, "pause" in kinds) == (old, not old), version
+    assert s.steps[2].as_dict()["since"] == "2.1" and "before" not in s.steps[2].as_dict()
+    assert s.steps[3].as_dict()["before"] == "2.1" and "since" not in s.steps[3].as_dict()
+    both = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.0\"\n"
+                        "    before: latest\n")
+    s = load_scenario(write(tmp_path, both))
+    assert [p for p in PROTOCOLS if s.steps[2].applies_to(p)] == ["2.0", "2.1", "2.7", "3.7"]
+    bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"0.9\"\n")
+    err = error_of(tmp_path, bad)
+    assert err.line == 18 and "unknown protocol version '0.9' in since" in err.message
+    backwards = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.1\"\n"
+                             "    before: \"2.0\"\n")
+    err = error_of(tmp_path, backwards)
+    assert err.line == 19 and "before 2.0 must be a later version than since 2.1" in err.message
+    listed = GOOD.replace("  - pause: A\n", "  - pause: A\n    protocols: [\"0.10\"]\n")
+    assert "unknown step 'protocols'" in error_of(tmp_path, listed).message
 
 
 def test_partition_steps_become_grudges(tmp_path: Path) -> None:
@@ -231,7 +258,7 @@ variants:
     broker: {unclean.leader.election.enable: true}
     expect: {"0.10": [], latest: [lost-write]}
     assert:
-      - {figure: hw_stall_ms, lt: 500, protocols: ["0.10"]}
+      - {figure: hw_stall_ms, lt: 500, before: "0.11"}
   two: {}
 steps:
 """).replace("  - final-read\n", """\
@@ -323,3 +350,35 @@ def test_expectations_of_scenarios_md_4_to_9() -> None:
         "lag-messages": (none, ["isr_rejoins", "isr_shrinks"]),
         "lag-time": (none, ["isr_shrinks"])}
     assert rows("hw-lags-one-fetch") == {None: (none, [])}
+
+
+# -- docs/catalogue.md: the specification of the shipped scenarios -----------------------
+
+CATALOGUE_MD = SCENARIO_DIR.parents[2] / "docs" / "catalogue.md"
+
+
+def test_catalogue_index_states_what_the_files_expect() -> None:
+    """Every row of docs/catalogue.md's index (scenario, variant, one cell per release
+    line) says exactly what the file's `expect` gives, and every file has its rows."""
+    lines = CATALOGUE_MD.read_text().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| # | scenario |"))
+    versions = [c.strip(" `") for c in lines[head].strip("|").split("|")[3:]]
+    assert versions == [p for p in PROTOCOLS if p != "latest"]
+    table = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        _, name, variant, *cells = (c.strip() for c in line.strip("|").split("|"))
+        key = (name.split("]")[0].strip("[`"), variant.strip("`") or None)
+        table[key] = [[] if c == "none" else sorted(k.strip(" `") for k in c.split(","))
+                      for c in cells]
+    files = {(row.name, row.variant): [sorted(row.expect_for(v)) for v in versions]
+             for s in list_scenarios() for row in all_variants(s)}
+    assert table == files
+
+
+def test_every_source_points_at_its_catalogue_section() -> None:
+    text = CATALOGUE_MD.read_text()
+    for s in list_scenarios():
+        assert s.source == f"docs/catalogue.md#{s.name}", s.path
+        assert f"\n## {s.name}\n" in text, s.name

@@ -106,7 +106,7 @@ def test_final_read_converges_without_a_broker_that_halted_itself(tmp_path):
     here the final read does not restart it, and B no longer holds the final read
     up: the leader's log is read and the run completes (it timed out before)."""
     text = find_scenario("last-replica-standing-loss").read_text()
-    restart = '  - start: B\n    protocols: ["0.10", "0.11", "2.0"]\n  - final-read\n'
+    restart = '  - start: B\n    before: "2.1"\n  - final-read\n'
     assert restart in text
     path = tmp_path / "halted.yaml"
     path.write_text(text.replace(restart, "  - final-read: {heal: false}\n"))

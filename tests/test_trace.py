@@ -1,5 +1,6 @@
-"""`isrlab trace`: a scenario on the simulator, fetch round by fetch round (seed 001's
-table): the follower's HW reaches the leader's one round after the data."""
+"""`isrlab trace`: a scenario on the simulator, fetch round by fetch round
+(docs/catalogue.md#hw-lags-one-fetch): the follower's HW reaches the leader's one
+round after the data."""
 
 from __future__ import annotations
 

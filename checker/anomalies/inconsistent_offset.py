@@ -2,9 +2,9 @@
 offset Y, or one offset of the final committed log holding two values.
 
 A send acked at X whose value is not committed at all is a lost-write, not this
-(even when another value now sits at X; SCENARIOS.md scenario 2), and a poll of
-a value that is not committed is an uncommitted-read: only values that *are* in
-the final log are compared here.
+(even when another value now sits at X: docs/catalogue.md#kip101-power-loss-divergence),
+and a poll of a value that is not committed is an uncommitted-read: only values
+that *are* in the final log are compared here.
 """
 
 from __future__ import annotations

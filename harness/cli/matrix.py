@@ -309,7 +309,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             for m in o["messages"]:
                 print(f"  {c.row} {c.protocol}: {m}")
     bad = sum(not c.matches for c in cells)
-    print(f"{len(cells) - bad}/{len(cells)} cell(s) match SCENARIOS.md")
+    print(f"matches the catalogue in {len(cells) - bad}/{len(cells)} cell(s)")
     print(f"index: {index}")
     return code
 
@@ -362,7 +362,7 @@ td.ok {{ background: #e6f4ea; }} td.bad {{ background: #fce8e6; }}
 small {{ color: #555; }}
 </style></head><body>
 <h1>Scenario matrix</h1>
-<p>{len(cells) - bad}/{len(cells)} cell(s) match SCENARIOS.md. A cell is {OK_MARK} when
+<p>Matches the catalogue in {len(cells) - bad}/{len(cells)} cell(s). A cell is {OK_MARK} when
 every run showed exactly the documented anomalies and passed its assertions; otherwise
 what differed: +kind found but not expected, -kind expected but not found, assert
 FIGURE failed. The numbers link each run's report; <a href="{RUNS_INDEX}">all runs</a>.</p>

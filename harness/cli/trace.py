@@ -1,6 +1,6 @@
 """`isrlab trace NAME`: a scenario run on the sim backend, printed fetch round by
 fetch round (harness.sim.trace): every replica's LEO and HW and the leader's view
-of its followers, seed 001's table from the real broker cores. The run
+of its followers (docs/catalogue.md#hw-lags-one-fetch), from the real cores. The run
 directory keeps it as trace.jsonl; its report shows it once checked.
 
 Exit status: 0 once printed, 3 if the run could not complete (what it traced

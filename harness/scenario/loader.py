@@ -19,7 +19,7 @@ from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import UsageError
 from harness.scenario.steps import COMPARISONS, Step, parse_steps
-from harness.validate import Validator, check_topic_partition
+from harness.validate import Validator, check_topic_partition, in_range
 from harness.yamlloc import LocMap, load
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "catalogue"
@@ -52,7 +52,7 @@ class Scenario:
     steps: list[Step]
     source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    # Figure assertions ({figure, op: value, protocols?, line}), judged after the check.
+    # Figure assertions ({figure, op: value, since?, before?, line}), judged after the check.
     assertions: list[dict[str, Any]] = field(default_factory=list)
     variant: str | None = None  # the variant this object is (None: the file has none)
     # Every variant the file declares: name -> the first line of its description.
@@ -65,9 +65,7 @@ class Scenario:
         return f"{self.name}-{self.variant}" if self.variant else self.name
 
     def assertions_for(self, protocol: str) -> list[dict[str, Any]]:
-        return [a for a in self.assertions
-                if a.get("protocols") is None or protocol in a["protocols"]
-                or canonical(protocol) in [canonical(p) for p in a["protocols"]]]
+        return [a for a in self.assertions if in_range(protocol, a["since"], a["before"])]
 
     def cluster_spec(self, protocol: str) -> ClusterSpec:
         return ClusterSpec(protocol=protocol, brokers=list(self.brokers), topics=self.topics,
@@ -228,14 +226,14 @@ def _first_line(text: Any) -> str:
 
 
 def _assertions(v: Validator, doc: LocMap) -> list[dict[str, Any]]:
-    """`assert: [{figure: isr_shrinks, ge: 3, protocols: [...]}, ...]`."""
+    """`assert: [{figure: isr_shrinks, ge: 3, since: "2.1"}, ...]`."""
     if "assert" not in doc:
         return []
     sl = v.seq(doc["assert"], doc.line_of("assert"), "assert")
     out = []
     for i, raw in enumerate(sl):
         m = v.mapping(raw, sl.line_of(i), "an assertion")
-        v.keys(m, ("figure", *ASSERT_OPS, "protocols", "note"), "an assertion",
+        v.keys(m, ("figure", *ASSERT_OPS, "since", "before", "note"), "an assertion",
                required=("figure",))
         fig = m["figure"]
         if fig not in FIGURES:
@@ -247,8 +245,8 @@ def _assertions(v: Validator, doc: LocMap) -> list[dict[str, Any]]:
         for op, x in ops.items():
             if isinstance(x, bool) or not isinstance(x, (int, float)):
                 raise v.err(m.line_of(op), f"{fig} {op} needs a number, got {x!r}")
-        protocols = v.protocols(m)
-        out.append({"figure": fig, **ops, "protocols": protocols, "line": m.line,
+        since, before = v.version_range(m)
+        out.append({"figure": fig, **ops, "since": since, "before": before, "line": m.line,
                     "note": m.get("note")})
     return out
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from contract import NETWORK_FAULTS, PROCESS_FAULTS
 from harness.backends.base import CONTROLLER
-from harness.validate import Validator, check_topic_partition, empty_map
+from harness.validate import Validator, check_topic_partition, empty_map, in_range
 from harness.yamlloc import LocMap, LocSeq
 from nemesis import delays, grudges
 
@@ -25,7 +25,7 @@ PARTITION_SHAPES = ("isolate", "split", "halves", "bridge", "cut")
 # The requests between nodes a `delay` may be limited to (broker/PROTOCOL.md).
 DELAY_REQUESTS = ("replica-fetch", "offsets-for-leader-epoch", "register", "heartbeat",
                   "alter-partition", "shutdown")
-STEP_MODIFIERS = ("protocols", "variants", "note")
+STEP_MODIFIERS = ("since", "before", "variants", "note")
 # Process faults that take `for`: the undoing fault is scheduled that long after
 # (a timer, not the next steps' duration). Only pause: its undo (SIGCONT) is
 # instant, so a timer thread never waits on a broker's start-up.
@@ -47,18 +47,22 @@ class Step:
     kind: str
     args: dict[str, Any]
     line: int
-    protocols: list[str] | None = None
+    # Run only from `since` on and under the versions older than `before` (None: no bound).
+    since: str | None = None
+    before: str | None = None
     note: str | None = None
     variants: list[str] | None = None  # run only in these variants (None: every one)
 
     def applies_to(self, protocol: str) -> bool:
-        return self.protocols is None or protocol in self.protocols
+        return in_range(protocol, self.since, self.before)
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"step": self.index, "line": self.line, "kind": self.kind,
                              "args": self.args}
-        if self.protocols is not None:
-            d["protocols"] = self.protocols
+        if self.since is not None:
+            d["since"] = self.since
+        if self.before is not None:
+            d["before"] = self.before
         if self.variants is not None:
             d["variants"] = self.variants
         if self.note:
@@ -140,7 +144,7 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
             raise v.err(line, f"a step has exactly one kind, found {len(kinds)}: "
                               f"{', '.join(kinds) or 'none'}")
         kind = kinds[0]
-        protocols = v.protocols(m)
+        since, before = v.version_range(m)
         variants = None
         if "variants" in m:
             vl = m["variants"]
@@ -153,8 +157,9 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
             variants = list(vl)
         note = m.get("note")
         args = _step_args(v, kind, m[kind], m.line_of(kind), brokers, topics, workload)
-        steps.append(Step(index=i + 1, kind=kind, args=args, line=line, protocols=protocols,
-                          note=note if isinstance(note, str) else None, variants=variants))
+        steps.append(Step(index=i + 1, kind=kind, args=args, line=line, since=since,
+                          before=before, note=note if isinstance(note, str) else None,
+                          variants=variants))
     return steps
 
 

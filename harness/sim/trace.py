@@ -1,6 +1,7 @@
 """The fetch-round trace of a simulated run: after each replica fetch round, every
 replica's LEO and HW and what the leader knows of its followers (their LEOs as
-its last fetches from them said) -- seed 001's table, from the real cores.
+its last fetches from them said) -- docs/catalogue.md#hw-lags-one-fetch's walk,
+from the real cores.
 
 The sim backend writes it to the run directory as trace.jsonl, one row per
 round that changed something (an idle long poll changes nothing and is left
@@ -91,8 +92,8 @@ def read_trace(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]], brokers: list[str]) -> str:
-    """The rows as seed 001's table: one line per round, LEO/HW per replica (* the
-    leader) and the leader's view of its followers' LEOs."""
+    """The rows as a table (docs/catalogue.md#hw-lags-one-fetch): one line per round,
+    LEO/HW per replica (* the leader) and the leader's view of its followers' LEOs."""
     head = ["round", "time", "fetch", "answer",
             *[f"{b} LEO/HW" for b in brokers], "leader's view (LEO)"]
     lines = [head]
