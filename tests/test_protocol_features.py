@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import get_args, get_type_hints
 
 import pytest
+from fetcher_rounds import fetcher_round
 from test_partition import follow, lead, replica, sync, unclean_history, values
 
 from broker.config import BrokerConfig, ConfigError
@@ -26,7 +27,6 @@ from broker.log import Record
 from broker.partition import Event, HaltBroker, Partition, ProposeIsr
 from broker.process import load_cluster_config
 from broker.protocol import FEATURES, PROTOCOLS, Features, features
-from broker.sim import fetcher_round
 
 BROKER = Path(__file__).resolve().parent.parent / "broker"
 
