@@ -92,14 +92,16 @@ class NetBlock:
 
     async def hold(self, msg: dict[str, Any], direction: str) -> None:
         """Wait while a delay rule holds this message; messages held on one link
-        leave in the order they came (asyncio.Lock wakes its waiters in order)."""
+        leave in the order they came (asyncio.Lock wakes its waiters in order).
+        Every held message is a `delay-held` event when it arrives, also one queued
+        behind another on its link, as in the simulator (sim_cluster)."""
         peer = msg.get("replica_id") or msg.get("id")
         rtype = str(msg.get("type", ""))
         if peer is None or self.delays.release_at(peer, direction, rtype, _now_ms()) is None:
             return
+        self._event("delay-held", peer=peer, direction=direction, request=rtype)
         link = self._links.setdefault((peer, direction), asyncio.Lock())
         async with link:
-            self._event("delay-held", peer=peer, direction=direction, request=rtype)
             while self.delays.release_at(peer, direction, rtype, _now_ms()) is not None:
                 await asyncio.sleep(0.01)
             self._event("delay-delivered", peer=peer, direction=direction, request=rtype)
