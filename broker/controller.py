@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .admin import AdminRequests
 from .config import BrokerConfig, ControllerConfig
 from .controller_core import ControllerCore
-from .process import EventLog, NetBlock, common_args, load_cluster_config, run_main, serve
+from .process import common_args, load_cluster_config, run_main, serve
 
 STATE_FILE = "controller-state.json"
 TICK_S = 0.02
@@ -37,15 +38,13 @@ class Controller:
                                    bcfg.unclean_leader_election_enable, saved, _now(),
                                    protocol=cluster["protocol"],
                                    min_insync_replicas=bcfg.min_insync_replicas)
-        self.events = EventLog("controller")
-        self.net = NetBlock()
-        self.net.on_event = self.events.add
-        self.events.add("started", restarted=saved is not None)
+        self.admin = AdminRequests("controller", self.core.status, self._request)
+        self.admin.events.add("started", restarted=saved is not None)
 
     def _after(self) -> None:
         """Publish the core's new events and persist its state when it changed."""
         for ev in self.core.events:
-            self.events.add(ev.pop("type"), **ev)
+            self.admin.events.add(ev.pop("type"), **ev)
         self.core.events.clear()
         if self.core.dirty:
             self.core.dirty = False
@@ -57,22 +56,9 @@ class Controller:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
 
-    async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return await self.net.deliver(msg, self._handle)
-
-    async def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        t = msg["type"]
+    async def _request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A broker's request (admin.AdminRequests answers the shell's own)."""
         try:
-            if t == "status":
-                return {**self.core.status(), "blocked": sorted(self.net.peers)}
-            if t == "events":
-                return self.events.since(int(msg.get("since", 0)))
-            if t == "net-block":
-                self.events.add("net-block", peers=sorted(msg["peers"]))
-                return self.net.set(msg["peers"])
-            if t == "net-delay":
-                self.events.add("net-delay", rules=msg["rules"])
-                return self.net.set_delays(msg["rules"])
             return self.core.handle(msg, _now())
         finally:
             self._after()
@@ -86,7 +72,7 @@ class Controller:
 
 async def amain(args: Any, stop: asyncio.Event) -> None:
     ctl = Controller(load_cluster_config(args.config), args.data_dir)
-    server = await serve(args.listen, ctl.handle)
+    server = await serve(args.listen, ctl.admin.handle)
     ticker = asyncio.create_task(ctl.ticker())
     await stop.wait()
     ticker.cancel()

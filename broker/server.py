@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .admin import AdminRequests
 from .broker_core import (
     CONTROLLER,
     STORAGE_EFFECTS,
@@ -30,15 +31,7 @@ from .broker_core import (
 )
 from .config import BrokerConfig
 from .partition import Event, HaltBroker
-from .process import (
-    CLOSE_CONNECTION,
-    EventLog,
-    NetBlock,
-    common_args,
-    load_cluster_config,
-    run_main,
-    serve,
-)
+from .process import CLOSE_CONNECTION, common_args, load_cluster_config, run_main, serve
 from .storage import BrokerStore
 from .wire import AsyncConnection, WireError
 
@@ -57,9 +50,7 @@ class Broker:
         self.controller = controller
         self.halt: asyncio.Event | None = None  # set by amain; HaltBroker sets it
         self.exit_status = 0
-        self.events = EventLog(node)
-        self.net = NetBlock()
-        self.net.on_event = self.events.add
+        self.admin = AdminRequests(node, self.status, self._request)
         self.store = BrokerStore(data_dir)
         marker = self.store.clean_shutdown.value
         loaded = {}
@@ -89,7 +80,7 @@ class Broker:
             if isinstance(eff, STORAGE_EFFECTS):
                 self.store.perform(eff)
             elif isinstance(eff, Event):
-                self.events.add(eff.type, **eff.fields)
+                self.admin.events.add(eff.type, **eff.fields)
             elif isinstance(eff, Send):
                 self._spawn(self._send(eff))
             elif isinstance(eff, Respond):
@@ -123,11 +114,11 @@ class Broker:
                 conn.close()
             conn = self._conns[(eff.to, eff.channel)] = AsyncConnection(addr)
         try:
-            if conn is None or eff.to in self.net.peers:
+            if conn is None or eff.to in self.admin.net.peers:
                 await asyncio.sleep(timeout)
                 raise WireError(f"{eff.to} unreachable")
             resp = await conn.request(eff.msg, timeout)
-            if eff.to in self.net.peers:
+            if eff.to in self.admin.net.peers:
                 raise WireError("answer lost to a network partition")
         except WireError as e:
             log.debug("%s: %s", eff.msg.get("type"), e)
@@ -136,21 +127,8 @@ class Broker:
 
     # -- requests ------------------------------------------------------------------------
 
-    async def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        return await self.net.deliver(msg, self._handle)
-
-    async def _handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        t = msg["type"]
-        if t == "net-block":
-            self.events.add("net-block", peers=sorted(msg["peers"]))
-            return self.net.set(msg["peers"])
-        if t == "net-delay":
-            self.events.add("net-delay", rules=msg["rules"])
-            return self.net.set_delays(msg["rules"])
-        if t == "events":
-            return self.events.since(int(msg.get("since", 0)))
-        if t == "status":
-            return self.status()
+    async def _request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A request for the core (admin.AdminRequests answers the shell's own)."""
         rid = self._next_rid
         self._next_rid += 1
         fut = asyncio.get_running_loop().create_future()
@@ -165,7 +143,6 @@ class Broker:
         st = self.core.status()
         for p in st["partitions"]:
             p["fsynced_leo"] = self.store.partition(p["topic"], p["partition"]).fsynced_leo
-        st["blocked"] = sorted(self.net.peers)
         return st
 
     # -- time ------------------------------------------------------------------------------
@@ -190,7 +167,7 @@ async def amain(args: Any, stop: asyncio.Event) -> None:
     cluster = load_cluster_config(args.config)
     broker = Broker(args.id, args.advertise or args.listen, args.data_dir, args.controller,
                     cluster)
-    server = await serve(args.listen, broker.handle)
+    server = await serve(args.listen, broker.admin.handle)
     broker.halt = stop
     ticker = asyncio.create_task(broker.tick_loop())
     await stop.wait()
