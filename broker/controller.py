@@ -1,6 +1,10 @@
-"""The controller process: an asyncio shell around ControllerCore.
+"""The controller process: an asyncio shell around the sans-IO ControllerCore.
 
     python -m broker.controller --listen HOST:PORT --data-dir DIR --config FILE
+
+The shell owns the socket, the state file, the event log and the wall clock; it
+carries out the effects the core returns, in order, and feeds it requests and
+ticks. Admin requests are answered by admin.AdminRequests.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from .admin import AdminRequests
+from .broker_core import Respond
 from .config import BrokerConfig, ControllerConfig
-from .controller_core import ControllerCore
+from .controller_core import ControllerCore, ControllerEffect, WriteControllerState
+from .partition import Event
 from .process import common_args, load_cluster_config, run_main, serve
 
 STATE_FILE = "controller-state.json"
@@ -39,35 +45,37 @@ class Controller:
                                    protocol=cluster["protocol"],
                                    min_insync_replicas=bcfg.min_insync_replicas)
         self.admin = AdminRequests("controller", self.core.status, self._request)
-        self.admin.events.add("started", restarted=saved is not None)
+        self.perform(self.core.start(_now()))
 
-    def _after(self) -> None:
-        """Publish the core's new events and persist its state when it changed."""
-        for ev in self.core.events:
-            self.admin.events.add(ev.pop("type"), **ev)
-        self.core.events.clear()
-        if self.core.dirty:
-            self.core.dirty = False
-            path = self.data_dir / STATE_FILE
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                json.dump(self.core.snapshot(), f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+    def perform(self, effects: list[ControllerEffect]) -> dict[str, Any] | None:
+        """Carry out the core's effects; the answer they give, if any."""
+        answer = None
+        for eff in effects:
+            if isinstance(eff, Event):
+                self.admin.events.add(eff.type, **eff.fields)
+            elif isinstance(eff, WriteControllerState):
+                self._write_state(eff.state)
+            elif isinstance(eff, Respond):
+                answer = eff.resp
+        return answer
 
-    async def _request(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _write_state(self, state: dict[str, Any]) -> None:
+        path = self.data_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    async def _request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """A broker's request (admin.AdminRequests answers the shell's own)."""
-        try:
-            return self.core.handle(msg, _now())
-        finally:
-            self._after()
+        return self.perform(self.core.on_request(None, msg, _now()))
 
     async def ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            self.core.tick(_now())
-            self._after()
+            self.perform(self.core.tick(_now()))
 
 
 async def amain(args: Any, stop: asyncio.Event) -> None:
