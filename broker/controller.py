@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,10 @@ from .broker_core import Respond
 from .config import BrokerConfig, ControllerConfig
 from .controller_core import ControllerCore, ControllerEffect, WriteControllerState
 from .partition import Event
-from .process import common_args, load_cluster_config, run_main, serve
+from .process import common_args, load_cluster_config, now_ms, run_main, serve
 
 STATE_FILE = "controller-state.json"
 TICK_S = 0.02
-
-
-def _now() -> float:
-    return time.monotonic() * 1000
 
 
 class Controller:
@@ -41,11 +36,11 @@ class Controller:
         if (data_dir / STATE_FILE).exists():
             saved = json.loads((data_dir / STATE_FILE).read_text())
         self.core = ControllerCore(cluster["topics"], ccfg.broker_session_timeout_ms,
-                                   bcfg.unclean_leader_election_enable, saved, _now(),
+                                   bcfg.unclean_leader_election_enable, saved, now_ms(),
                                    protocol=cluster["protocol"],
                                    min_insync_replicas=bcfg.min_insync_replicas)
         self.admin = AdminRequests("controller", self.core.status, self._request)
-        self.perform(self.core.start(_now()))
+        self.perform(self.core.start(now_ms()))
 
     def perform(self, effects: list[ControllerEffect]) -> dict[str, Any] | None:
         """Carry out the core's effects; the answer they give, if any."""
@@ -70,12 +65,12 @@ class Controller:
 
     async def _request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """A broker's request (admin.AdminRequests answers the shell's own)."""
-        return self.perform(self.core.on_request(None, msg, _now()))
+        return self.perform(self.core.on_request(None, msg, now_ms()))
 
     async def ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            self.perform(self.core.tick(_now()))
+            self.perform(self.core.tick(now_ms()))
 
 
 async def amain(args: Any, stop: asyncio.Event) -> None:

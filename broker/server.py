@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,12 @@ from .broker_core import (
 )
 from .config import BrokerConfig
 from .partition import Event, HaltBroker
-from .process import CLOSE_CONNECTION, common_args, load_cluster_config, run_main, serve
+from .process import CLOSE_CONNECTION, common_args, load_cluster_config, now_ms, run_main, serve
 from .storage import BrokerStore
 from .wire import AsyncConnection, WireError
 
 log = logging.getLogger("broker")
 TICK_S = 0.05  # the longest the shell sleeps between ticks of the core
-
-
-def _now() -> float:
-    return time.monotonic() * 1000
 
 
 class Broker:
@@ -71,7 +66,7 @@ class Broker:
         self._conns: dict[tuple[str, str], AsyncConnection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._shutdown: asyncio.Future | None = None
-        self.perform(self.core.start(_now()))
+        self.perform(self.core.start(now_ms()))
 
     # -- carrying out the core's effects -------------------------------------------------
 
@@ -123,7 +118,7 @@ class Broker:
         except WireError as e:
             log.debug("%s: %s", eff.msg.get("type"), e)
             resp = None
-        self.perform(self.core.on_answer(eff.tag, resp, _now()))
+        self.perform(self.core.on_answer(eff.tag, resp, now_ms()))
 
     # -- requests ------------------------------------------------------------------------
 
@@ -133,7 +128,7 @@ class Broker:
         self._next_rid += 1
         fut = asyncio.get_running_loop().create_future()
         self._replies[rid] = fut
-        self.perform(self.core.on_request(rid, msg, _now()))
+        self.perform(self.core.on_request(rid, msg, now_ms()))
         answer: Respond = await fut
         if answer.close:
             return CLOSE_CONNECTION
@@ -149,14 +144,14 @@ class Broker:
 
     async def tick_loop(self) -> None:
         while True:
-            wait = (self.core.next_deadline() - _now()) / 1000
+            wait = (self.core.next_deadline() - now_ms()) / 1000
             await asyncio.sleep(min(max(wait, 0.001), TICK_S))
-            self.perform(self.core.tick(_now()))
+            self.perform(self.core.tick(now_ms()))
 
     async def shutdown(self) -> None:
         """Kafka's controlled shutdown, then flush and checkpoint (the core's)."""
         self._shutdown = asyncio.get_running_loop().create_future()
-        self.perform(self.core.begin_shutdown(_now()))
+        self.perform(self.core.begin_shutdown(now_ms()))
         await self._shutdown
         for conn in self._conns.values():
             conn.close()
