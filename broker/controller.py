@@ -1,6 +1,10 @@
-"""The controller process: an asyncio shell around ControllerCore.
+"""The controller process: an asyncio shell around the sans-IO ControllerCore.
 
     python -m broker.controller --listen HOST:PORT --data-dir DIR --config FILE
+
+The shell owns the socket, the state file, the event log and the wall clock; it
+carries out the effects the core returns, in order, and feeds it requests and
+ticks. Admin requests are answered by admin.AdminRequests.
 """
 
 from __future__ import annotations
@@ -8,20 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
+from .admin import AdminRequests
+from .broker_core import Respond
 from .config import BrokerConfig, ControllerConfig
-from .controller_core import ControllerCore
-from .process import EventLog, NetBlock, common_args, load_cluster_config, run_main, serve
+from .controller_core import ControllerCore, ControllerEffect, WriteControllerState
+from .partition import Event
+from .process import common_args, load_cluster_config, now_ms, run_main, serve
 
 STATE_FILE = "controller-state.json"
 TICK_S = 0.02
-
-
-def _now() -> float:
-    return time.monotonic() * 1000
 
 
 class Controller:
@@ -34,59 +36,46 @@ class Controller:
         if (data_dir / STATE_FILE).exists():
             saved = json.loads((data_dir / STATE_FILE).read_text())
         self.core = ControllerCore(cluster["topics"], ccfg.broker_session_timeout_ms,
-                                   bcfg.unclean_leader_election_enable, saved, _now(),
+                                   bcfg.unclean_leader_election_enable, saved, now_ms(),
                                    protocol=cluster["protocol"],
                                    min_insync_replicas=bcfg.min_insync_replicas)
-        self.events = EventLog("controller")
-        self.net = NetBlock()
-        self.net.on_event = self.events.add
-        self.events.add("started", restarted=saved is not None)
+        self.admin = AdminRequests("controller", self.core.status, self._request)
+        self.perform(self.core.start(now_ms()))
 
-    def _after(self) -> None:
-        """Publish the core's new events and persist its state when it changed."""
-        for ev in self.core.events:
-            self.events.add(ev.pop("type"), **ev)
-        self.core.events.clear()
-        if self.core.dirty:
-            self.core.dirty = False
-            path = self.data_dir / STATE_FILE
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                json.dump(self.core.snapshot(), f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+    def perform(self, effects: list[ControllerEffect]) -> dict[str, Any] | None:
+        """Carry out the core's effects; the answer they give, if any."""
+        answer = None
+        for eff in effects:
+            if isinstance(eff, Event):
+                self.admin.events.add(eff.type, **eff.fields)
+            elif isinstance(eff, WriteControllerState):
+                self._write_state(eff.state)
+            elif isinstance(eff, Respond):
+                answer = eff.resp
+        return answer
 
-    async def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return await self.net.deliver(msg, self._handle)
+    def _write_state(self, state: dict[str, Any]) -> None:
+        path = self.data_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
-    async def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        t = msg["type"]
-        try:
-            if t == "status":
-                return {**self.core.status(), "blocked": sorted(self.net.peers)}
-            if t == "events":
-                return self.events.since(int(msg.get("since", 0)))
-            if t == "net-block":
-                self.events.add("net-block", peers=sorted(msg["peers"]))
-                return self.net.set(msg["peers"])
-            if t == "net-delay":
-                self.events.add("net-delay", rules=msg["rules"])
-                return self.net.set_delays(msg["rules"])
-            return self.core.handle(msg, _now())
-        finally:
-            self._after()
+    async def _request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A broker's request (admin.AdminRequests answers the shell's own)."""
+        return self.perform(self.core.on_request(None, msg, now_ms()))
 
     async def ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            self.core.tick(_now())
-            self._after()
+            self.perform(self.core.tick(now_ms()))
 
 
 async def amain(args: Any, stop: asyncio.Event) -> None:
     ctl = Controller(load_cluster_config(args.config), args.data_dir)
-    server = await serve(args.listen, ctl.handle)
+    server = await serve(args.listen, ctl.admin.handle)
     ticker = asyncio.create_task(ctl.ticker())
     await stop.wait()
     ticker.cancel()

@@ -14,6 +14,18 @@ bumps the partition epoch.
 From 4.0 (KIP-966) the controller also keeps the eligible leader replicas (ELR):
 PartitionChangeBuilder.maybePopulateTargetElr and electAnyLeader at apache/kafka
 trunk (4.0 line).
+
+Like `BrokerCore`, it takes inputs with a clock value (`now`, ms) -- `start`,
+`on_request`, `tick` -- and returns effects, in the order the shell must carry
+them out (the controller process, controller.py; the simulator, sim_cluster.py):
+
+- `Event`: a controller event for the event log.
+- `WriteControllerState(state)`: persist `state` (what a restarted controller is
+  given back as `saved`), at most once per input, before the answer goes out.
+- `Respond(rid, resp)`: the answer to request `rid`; every request is answered
+  at once.
+
+Timers: the shell calls `tick(now)` no later than `next_deadline()`.
 """
 
 from __future__ import annotations
@@ -21,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .broker_core import Respond
+from .partition import Event
 from .protocol import PROTOCOLS, Features
 from .protocol import features as features_of
 
@@ -49,6 +63,14 @@ class PartitionState:
                 "last_known_elr": list(self.last_known_elr)}
 
 
+@dataclass(frozen=True)
+class WriteControllerState:
+    state: dict[str, Any]  # ControllerCore.snapshot()
+
+
+ControllerEffect = Event | WriteControllerState | Respond
+
+
 @dataclass
 class Session:
     incarnation: str | None
@@ -72,7 +94,8 @@ class ControllerCore:
         # its node; KRaft: the broker epoch), increasing across the cluster.
         self.broker_epochs: dict[str, int] = {}
         self.next_broker_epoch = 0
-        self.events: list[dict[str, Any]] = []
+        self._restarted = saved is not None
+        self._out: list[ControllerEffect] = []
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         for t in topics:
             for p, replicas in enumerate(t["replicas"]):
@@ -88,33 +111,52 @@ class ControllerCore:
             # timeout to say hello again before it is declared dead.
             for b in {r for st in self.partitions.values() for r in st.replicas}:
                 self.sessions[b] = Session(None, None, now, self.broker_epochs.get(b, -1))
-        self.dirty = False
+        self._dirty = False  # the state changed since it was last written
 
-    # -- requests (both shells: the controller process and the simulator) -----------
+    # -- inputs (both shells: the controller process and the simulator) ---------------
 
-    def handle(self, msg: dict[str, Any], now: float) -> dict[str, Any]:
-        """Answer a broker's register, heartbeat, alter-partition or shutdown."""
+    def start(self, now: float) -> list[ControllerEffect]:
+        """The first effects of a starting controller."""
+        self._event("started", restarted=self._restarted)
+        return self._finish()
+
+    def on_request(self, rid: Any, msg: dict[str, Any], now: float) -> list[ControllerEffect]:
+        """A broker's register, heartbeat, alter-partition or shutdown, or the
+        harness's status; answered at once by Respond(rid)."""
+        resp = self._handle(msg, now)
+        effects = self._finish()
+        effects.append(Respond(rid, resp))
+        return effects
+
+    def tick(self, now: float) -> list[ControllerEffect]:
+        """Time passes: sessions that stayed silent too long end."""
+        self._expire_sessions(now)
+        return self._finish()
+
+    def _handle(self, msg: dict[str, Any], now: float) -> dict[str, Any]:
         t = msg["type"]
+        if t == "status":
+            return self.status()
         if t == "register":
             try:
-                err, epoch = self.register(msg["id"], msg["incarnation"], msg["addr"], now,
-                                           int(msg.get("previous_broker_epoch", -1)))
+                err, epoch = self._register(msg["id"], msg["incarnation"], msg["addr"], now,
+                                            int(msg.get("previous_broker_epoch", -1)))
             except KeyError:
                 return {"error": "INVALID_REQUEST", "message": f"unknown broker {msg['id']}"}
             if err:
                 return {"error": err}
             return {**self.metadata(), "broker_epoch": epoch}
         if t == "heartbeat":
-            if not self.heartbeat(msg["id"], msg["incarnation"], now):
+            if not self._heartbeat(msg["id"], msg["incarnation"], now):
                 return {"error": "UNKNOWN_BROKER"}
             return self.metadata()
         if t == "alter-partition":
-            err, state = self.alter_partition(
+            err, state = self._alter_partition(
                 msg["topic"], msg["partition"], msg["id"], msg["leader_epoch"],
                 msg["partition_epoch"], msg["isr"], msg.get("broker_epochs"))
             return {"error": err, "state": state}
         if t == "shutdown":
-            self.shutdown(msg["id"], msg.get("incarnation"))
+            self._shutdown(msg["id"], msg.get("incarnation"))
             return {"error": None}
         return {"error": "INVALID_REQUEST", "message": f"unknown request type {t!r}"}
 
@@ -140,11 +182,21 @@ class ControllerCore:
                 "broker_epochs": dict(self.broker_epochs),
                 "next_broker_epoch": self.next_broker_epoch}
 
+    # -- plumbing ----------------------------------------------------------------------
+
     def _event(self, type_: str, **fields: Any) -> None:
-        self.events.append({"type": type_, **fields})
+        self._out.append(Event(type_, fields))
 
     def _changed(self, st: PartitionState) -> None:
-        self.dirty = True
+        self._dirty = True
+
+    def _finish(self) -> list[ControllerEffect]:
+        """This input's effects: its events, then its state if it changed."""
+        if self._dirty:
+            self._dirty = False
+            self._out.append(WriteControllerState(self.snapshot()))
+        out, self._out = self._out, []
+        return out
 
     @property
     def _elr(self) -> bool:
@@ -152,8 +204,8 @@ class ControllerCore:
 
     # -- broker sessions ---------------------------------------------------------------
 
-    def register(self, broker: str, incarnation: str, addr: str, now: float,
-                 previous_broker_epoch: int = -1) -> tuple[str | None, int]:
+    def _register(self, broker: str, incarnation: str, addr: str, now: float,
+                  previous_broker_epoch: int = -1) -> tuple[str | None, int]:
         """Register one incarnation of `broker`: (error, broker epoch).
 
         A second incarnation is refused while the first one's session lives
@@ -165,7 +217,7 @@ class ControllerCore:
         known = broker in {r for st in self.partitions.values() for r in st.replicas}
         if not known:
             raise KeyError(broker)
-        self.tick(now)
+        self._expire_sessions(now)
         old = self.sessions.get(broker)
         if old is not None and old.incarnation == incarnation:
             old.addr, old.last_heartbeat_ms = addr, now
@@ -182,7 +234,7 @@ class ControllerCore:
         self.next_broker_epoch += 1
         self.broker_epochs[broker] = epoch
         self.sessions[broker] = Session(incarnation, addr, now, epoch)
-        self.dirty = True
+        self._dirty = True
         self._event("broker-registered", broker=broker, incarnation=incarnation,
                     broker_epoch=epoch, unclean_shutdown=unclean)
         if unclean:
@@ -190,7 +242,7 @@ class ControllerCore:
         self._elect_where_needed()
         return None, epoch
 
-    def heartbeat(self, broker: str, incarnation: str, now: float) -> bool:
+    def _heartbeat(self, broker: str, incarnation: str, now: float) -> bool:
         """False if the broker must register (unknown, dead, or a new process)."""
         s = self.sessions.get(broker)
         if s is None:
@@ -202,13 +254,13 @@ class ControllerCore:
         s.last_heartbeat_ms = now
         return True
 
-    def shutdown(self, broker: str, incarnation: str | None = None) -> None:
+    def _shutdown(self, broker: str, incarnation: str | None = None) -> None:
         """Controlled shutdown: the broker leaves now, leadership moves at once."""
         s = self.sessions.get(broker)
         if s is not None and (incarnation is None or s.incarnation in (None, incarnation)):
             self._broker_dead(broker, "controlled-shutdown")
 
-    def tick(self, now: float) -> None:
+    def _expire_sessions(self, now: float) -> None:
         for broker, s in list(self.sessions.items()):
             if now - s.last_heartbeat_ms > self.session_timeout_ms:
                 self._broker_dead(broker, "session-timeout")
@@ -217,7 +269,7 @@ class ControllerCore:
         """The earliest time (ms) a session can time out: when `tick` has work."""
         if not self.sessions:
             return float("inf")
-        # tick's test is strict (now - last > timeout): due one ms after.
+        # _expire_sessions' test is strict (now - last > timeout): due one ms after.
         return min(s.last_heartbeat_ms for s in self.sessions.values()) \
             + self.session_timeout_ms + 1
 
@@ -360,10 +412,10 @@ class ControllerCore:
 
     # -- ISR changes proposed by leaders --------------------------------------------
 
-    def alter_partition(self, topic: str, partition: int, broker: str, leader_epoch: int,
-                        partition_epoch: int, isr: list[str],
-                        broker_epochs: dict[str, int | None] | None = None
-                        ) -> tuple[str | None, dict]:
+    def _alter_partition(self, topic: str, partition: int, broker: str, leader_epoch: int,
+                         partition_epoch: int, isr: list[str],
+                         broker_epochs: dict[str, int | None] | None = None
+                         ) -> tuple[str | None, dict]:
         st = self.partitions.get((topic, partition))
         if st is None:
             return "UNKNOWN_TOPIC_OR_PARTITION", {}

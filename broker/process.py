@@ -23,11 +23,12 @@ from .wire import MAX_LINE, decode, encode, parse_addr
 # the connection instead of answering (a produce with acks 0, server.py).
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 CLOSE_CONNECTION: dict[str, Any] = {"close": True}  # never sent: compared by identity
-
-
-def _now_ms() -> float:
-    return time.monotonic() * 1000
 MAX_EVENTS_PER_ANSWER = 2000
+
+
+def now_ms() -> float:
+    """The processes' clock for their cores and delay rules: monotonic, in ms."""
+    return time.monotonic() * 1000
 
 
 class EventLog:
@@ -72,7 +73,7 @@ class NetBlock:
         """The `net-delay` admin request: replace the delay rules ([] delivers
         everything held, in order)."""
         try:
-            rules = parse_rules(raw, _now_ms())
+            rules = parse_rules(raw, now_ms())
         except ValueError as e:
             return {"error": "INVALID_REQUEST", "message": str(e)}
         self.delays.set(rules)
@@ -92,15 +93,17 @@ class NetBlock:
 
     async def hold(self, msg: dict[str, Any], direction: str) -> None:
         """Wait while a delay rule holds this message; messages held on one link
-        leave in the order they came (asyncio.Lock wakes its waiters in order)."""
+        leave in the order they came (asyncio.Lock wakes its waiters in order).
+        Every held message is a `delay-held` event when it arrives, also one queued
+        behind another on its link, as in the simulator (sim_cluster)."""
         peer = msg.get("replica_id") or msg.get("id")
         rtype = str(msg.get("type", ""))
-        if peer is None or self.delays.release_at(peer, direction, rtype, _now_ms()) is None:
+        if peer is None or self.delays.release_at(peer, direction, rtype, now_ms()) is None:
             return
+        self._event("delay-held", peer=peer, direction=direction, request=rtype)
         link = self._links.setdefault((peer, direction), asyncio.Lock())
         async with link:
-            self._event("delay-held", peer=peer, direction=direction, request=rtype)
-            while self.delays.release_at(peer, direction, rtype, _now_ms()) is not None:
+            while self.delays.release_at(peer, direction, rtype, now_ms()) is not None:
                 await asyncio.sleep(0.01)
             self._event("delay-delivered", peer=peer, direction=direction, request=rtype)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
+from .admin import AdminRequests
 from .broker_core import (
     CONTROLLER,
     STORAGE_EFFECTS,
@@ -30,24 +30,12 @@ from .broker_core import (
 )
 from .config import BrokerConfig
 from .partition import Event, HaltBroker
-from .process import (
-    CLOSE_CONNECTION,
-    EventLog,
-    NetBlock,
-    common_args,
-    load_cluster_config,
-    run_main,
-    serve,
-)
+from .process import CLOSE_CONNECTION, common_args, load_cluster_config, now_ms, run_main, serve
 from .storage import BrokerStore
 from .wire import AsyncConnection, WireError
 
 log = logging.getLogger("broker")
 TICK_S = 0.05  # the longest the shell sleeps between ticks of the core
-
-
-def _now() -> float:
-    return time.monotonic() * 1000
 
 
 class Broker:
@@ -57,9 +45,7 @@ class Broker:
         self.controller = controller
         self.halt: asyncio.Event | None = None  # set by amain; HaltBroker sets it
         self.exit_status = 0
-        self.events = EventLog(node)
-        self.net = NetBlock()
-        self.net.on_event = self.events.add
+        self.admin = AdminRequests(node, self.status, self._request)
         self.store = BrokerStore(data_dir)
         marker = self.store.clean_shutdown.value
         loaded = {}
@@ -80,7 +66,7 @@ class Broker:
         self._conns: dict[tuple[str, str], AsyncConnection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._shutdown: asyncio.Future | None = None
-        self.perform(self.core.start(_now()))
+        self.perform(self.core.start(now_ms()))
 
     # -- carrying out the core's effects -------------------------------------------------
 
@@ -89,7 +75,7 @@ class Broker:
             if isinstance(eff, STORAGE_EFFECTS):
                 self.store.perform(eff)
             elif isinstance(eff, Event):
-                self.events.add(eff.type, **eff.fields)
+                self.admin.events.add(eff.type, **eff.fields)
             elif isinstance(eff, Send):
                 self._spawn(self._send(eff))
             elif isinstance(eff, Respond):
@@ -123,39 +109,26 @@ class Broker:
                 conn.close()
             conn = self._conns[(eff.to, eff.channel)] = AsyncConnection(addr)
         try:
-            if conn is None or eff.to in self.net.peers:
+            if conn is None or eff.to in self.admin.net.peers:
                 await asyncio.sleep(timeout)
                 raise WireError(f"{eff.to} unreachable")
             resp = await conn.request(eff.msg, timeout)
-            if eff.to in self.net.peers:
+            if eff.to in self.admin.net.peers:
                 raise WireError("answer lost to a network partition")
         except WireError as e:
             log.debug("%s: %s", eff.msg.get("type"), e)
             resp = None
-        self.perform(self.core.on_answer(eff.tag, resp, _now()))
+        self.perform(self.core.on_answer(eff.tag, resp, now_ms()))
 
     # -- requests ------------------------------------------------------------------------
 
-    async def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        return await self.net.deliver(msg, self._handle)
-
-    async def _handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        t = msg["type"]
-        if t == "net-block":
-            self.events.add("net-block", peers=sorted(msg["peers"]))
-            return self.net.set(msg["peers"])
-        if t == "net-delay":
-            self.events.add("net-delay", rules=msg["rules"])
-            return self.net.set_delays(msg["rules"])
-        if t == "events":
-            return self.events.since(int(msg.get("since", 0)))
-        if t == "status":
-            return self.status()
+    async def _request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A request for the core (admin.AdminRequests answers the shell's own)."""
         rid = self._next_rid
         self._next_rid += 1
         fut = asyncio.get_running_loop().create_future()
         self._replies[rid] = fut
-        self.perform(self.core.on_request(rid, msg, _now()))
+        self.perform(self.core.on_request(rid, msg, now_ms()))
         answer: Respond = await fut
         if answer.close:
             return CLOSE_CONNECTION
@@ -165,21 +138,20 @@ class Broker:
         st = self.core.status()
         for p in st["partitions"]:
             p["fsynced_leo"] = self.store.partition(p["topic"], p["partition"]).fsynced_leo
-        st["blocked"] = sorted(self.net.peers)
         return st
 
     # -- time ------------------------------------------------------------------------------
 
     async def tick_loop(self) -> None:
         while True:
-            wait = (self.core.next_deadline() - _now()) / 1000
+            wait = (self.core.next_deadline() - now_ms()) / 1000
             await asyncio.sleep(min(max(wait, 0.001), TICK_S))
-            self.perform(self.core.tick(_now()))
+            self.perform(self.core.tick(now_ms()))
 
     async def shutdown(self) -> None:
         """Kafka's controlled shutdown, then flush and checkpoint (the core's)."""
         self._shutdown = asyncio.get_running_loop().create_future()
-        self.perform(self.core.begin_shutdown(_now()))
+        self.perform(self.core.begin_shutdown(now_ms()))
         await self._shutdown
         for conn in self._conns.values():
             conn.close()
@@ -190,7 +162,7 @@ async def amain(args: Any, stop: asyncio.Event) -> None:
     cluster = load_cluster_config(args.config)
     broker = Broker(args.id, args.advertise or args.listen, args.data_dir, args.controller,
                     cluster)
-    server = await serve(args.listen, broker.handle)
+    server = await serve(args.listen, broker.admin.handle)
     broker.halt = stop
     ticker = asyncio.create_task(broker.tick_loop())
     await stop.wait()

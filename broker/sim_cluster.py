@@ -40,7 +40,7 @@ from .broker_core import (
     WriteHwCheckpoint,
 )
 from .config import BrokerConfig, ControllerConfig
-from .controller_core import ControllerCore
+from .controller_core import ControllerCore, ControllerEffect, WriteControllerState
 from .log import Record
 from .netdelay import FOREVER, DelayRules, parse_rules
 from .partition import AppendRecords, Event, HaltBroker, TruncateLog, WriteEpochCache
@@ -249,8 +249,7 @@ class SimCluster:
                 self.broker_config.unclean_leader_election_enable, node.saved, self.now,
                 protocol=self.config["protocol"],
                 min_insync_replicas=self.broker_config.min_insync_replicas)
-            self._emit(node, "started", {"restarted": node.saved is not None})
-            self._after_controller(node)
+            self._perform(node, node.core.start(self.now))
             return
         store = node.store
         loaded = {(t["name"], p): store.loaded((t["name"], p))
@@ -361,17 +360,15 @@ class SimCluster:
         self._run_input(node, fn)
 
     def _run_input(self, node: SimNode, fn: Callable[[float], list]) -> None:
-        effects = fn(self.now)
-        if node.name == CONTROLLER:
-            self._after_controller(node)
-        else:
-            self._perform(node, effects)
+        self._perform(node, fn(self.now))
 
     def _flush_inbox(self, node: SimNode) -> None:
         while node.inbox and node.up and not node.paused:
             self._run_input(node, node.inbox.pop(0))
 
-    def _perform(self, node: SimNode, effects: list[BrokerEffect]) -> None:
+    def _perform(self, node: SimNode, effects: list[BrokerEffect] | list[ControllerEffect]
+                 ) -> None:
+        """Carry out a core's effects (a broker's or the controller's)."""
         halt = False
         for eff in effects:
             # The commonest first: answers, sends, events, then storage.
@@ -385,6 +382,8 @@ class SimCluster:
                 self._emit(node, eff.type, eff.fields)
             elif isinstance(eff, STORAGE_EFFECTS):
                 node.store.perform(eff)
+            elif isinstance(eff, WriteControllerState):
+                node.saved = eff.state
             elif isinstance(eff, HaltBroker):
                 halt = True  # Kafka's fatal + exit: a controlled shutdown, status 1
                 node.exit_status = 1
@@ -394,17 +393,6 @@ class SimCluster:
         if halt:
             self._perform(node, node.core.begin_shutdown(self.now))
             return
-        self._schedule_tick(node)
-
-    def _after_controller(self, node: SimNode) -> None:
-        core: ControllerCore = node.core
-        for ev in core.events:
-            ev = dict(ev)
-            self._emit(node, ev.pop("type"), ev)
-        core.events.clear()
-        if core.dirty:
-            core.dirty = False
-            node.saved = core.snapshot()
         self._schedule_tick(node)
 
     def _schedule_tick(self, node: SimNode) -> None:
@@ -422,7 +410,7 @@ class SimCluster:
             if node.incarnation != inc or not node.up or node.tick_at != due:
                 return
             node.tick_at = INF
-            self._input(node, inc, lambda now: node.core.tick(now) or [])
+            self._input(node, inc, lambda now: node.core.tick(now))
 
         self.at(due, tick)
 
@@ -511,9 +499,6 @@ class SimCluster:
         def handle(now: float) -> list:
             if src is not None and src in d.blocked:
                 return []  # never answered: the sender times out
-            if dst == CONTROLLER:
-                reply(self._controller_answer(d, msg, now))
-                return []
             rid = self._next_rid
             self._next_rid += 1
             d.replies[rid] = reply
@@ -536,12 +521,6 @@ class SimCluster:
                 arrive()
 
             self.at(self.now + self._latency(), again)
-
-    def _controller_answer(self, node: SimNode, msg: dict[str, Any],
-                           now: float) -> dict[str, Any]:
-        if msg["type"] == "status":
-            return node.core.status()
-        return node.core.handle(msg, now)
 
     # -- the harness's view -----------------------------------------------------------------
 

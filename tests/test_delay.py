@@ -92,6 +92,7 @@ def test_netblock_delivers_held_messages_in_order() -> None:
             await asyncio.sleep(0.005)
         await net.deliver({"id": "B", "type": "x", "n": 0}, handler)
         assert handled == [("B", 0)]
+        assert events == ["delay-held"] * 5, "one event per held message, as it arrives"
         net.set_delays([])
         await asyncio.gather(*tasks)
 
@@ -159,3 +160,28 @@ def test_delay_on_local_processes(tmp_path: Path) -> None:
     assert sends["m1"]["time"] - m1_invoke["time"] >= 1.0e9
     final = [o for o in ops if o["process"] == "final" and o["type"] == "ok"][-1]
     assert len(final["records"]) == 3
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("backend", ["local", "sim"])
+def test_every_held_message_is_an_event(tmp_path: Path, backend: str) -> None:
+    """docs/scenarios.md: one `delay-held` per held message, on every backend. B's
+    fetches from A are held until delivered; B's fetcher times out and fetches
+    again, and that second fetch, queued behind the first on the same link, is
+    an event of its own while the first is still held (the scenario's second
+    wait, which would time out otherwise)."""
+    from harness.progress import Progress
+    from harness.run.runner import RunOptions, run_scenario
+    from harness.scenario.loader import load_scenario
+
+    options = {"port": free_port()} if backend == "local" else {}
+    rec = run_scenario(load_scenario(TESTS / "data" / "delay-held-twice.yaml"),
+                       RunOptions(protocol="latest", backend=backend, runs_dir=tmp_path,
+                                  seed=1, backend_options=options),
+                       Progress(quiet=True))
+    assert rec.error is None, rec.error
+    evs = [json.loads(x) for x in (rec.run_dir / "events.jsonl").read_text().splitlines()]
+    at_a = [e for e in evs if e["node"] == "A" and e["type"] in ("delay-held", "delay-delivered")]
+    kinds = [e["type"] for e in at_a]
+    assert kinds[:2] == ["delay-held", "delay-held"], kinds
+    assert kinds.count("delay-held") == kinds.count("delay-delivered")

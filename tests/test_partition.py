@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from fetcher_rounds import accept_isr_proposals, fetcher_round
 
 from broker.config import BrokerConfig
 from broker.epoch_cache import LeaderEpochCache
 from broker.log import Log, Record
 from broker.partition import AppendRecords, Event, Partition, ProposeIsr, TruncateLog
-from broker.sim import accept_isr_proposals, fetcher_round
 
 VERSIONS = ["0.10", "0.11", "2.0", "2.1", "2.7", "3.7", "4.0", "latest"]
 # Versions whose followers truncate from the Fetch answer (KAFKA-10554, 2.7).

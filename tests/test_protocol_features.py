@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import get_args, get_type_hints
 
 import pytest
+from controller_client import ControllerClient
+from fetcher_rounds import fetcher_round
 from test_partition import follow, lead, replica, sync, unclean_history, values
 
 from broker.config import BrokerConfig, ConfigError
@@ -26,16 +28,16 @@ from broker.log import Record
 from broker.partition import Event, HaltBroker, Partition, ProposeIsr
 from broker.process import load_cluster_config
 from broker.protocol import FEATURES, PROTOCOLS, Features, features
-from broker.sim import fetcher_round
 
 BROKER = Path(__file__).resolve().parent.parent / "broker"
 
 
-def controller(protocol: str, min_isr: int = 1) -> ControllerCore:
-    c = ControllerCore([{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}], 1000,
-                       False, protocol=protocol, min_insync_replicas=min_isr)
+def controller(protocol: str, min_isr: int = 1) -> ControllerClient:
+    c = ControllerClient(ControllerCore(
+        [{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}], 1000, False,
+        protocol=protocol, min_insync_replicas=min_isr))
     for b in "ABC":
-        c.register(b, f"{b}1", f"{b}:1", 0)
+        c.register(b, f"{b}1", 0)
     return c
 
 
@@ -299,8 +301,8 @@ def test_feature_quorum(quorum):
     ZooKeeper (KafkaZkClient.registerBroker, ephemeral node exists) or KRaft 3.7.0
     ClusterControlManager.registerBroker (DuplicateBrokerRegistrationException)."""
     c = controller("2.0" if quorum == "zookeeper" else "3.7")
-    assert c.features.quorum == quorum
-    err, _ = c.register("B", "B2", "B:1", 500)
+    assert c.core.features.quorum == quorum
+    err = c.register("B", "B2", 500)["error"]
     assert err == ("NODE_EXISTS" if quorum == "zookeeper" else "DUPLICATE_BROKER_REGISTRATION")
 
 
@@ -309,11 +311,10 @@ def test_feature_fenced_replicas_kept_out_of_isr(on):
     """KIP-841 (Kafka 3.3, ReplicationControlManager.validateAlterPartitionData):
     an AlterPartition that adds a fenced or shutting-down broker is refused."""
     c = controller("2.7")
-    c.features = replace(c.features, fenced_replicas_kept_out_of_isr=on)
+    c.core.features = replace(c.core.features, fenced_replicas_kept_out_of_isr=on)
     c.shutdown("C")
-    st = c.partitions[("t", 0)]
-    err, _ = c.alter_partition("t", 0, "A", st.leader_epoch, st.partition_epoch,
-                               ["A", "B", "C"])
+    st = c.core.partitions[("t", 0)]
+    err = c.alter_partition("A", st.leader_epoch, st.partition_epoch, ["A", "B", "C"])["error"]
     assert (err == "INELIGIBLE_REPLICA") is on
 
 
@@ -322,13 +323,14 @@ def test_feature_alter_partition_broker_epochs(on):
     """KIP-903 (Kafka 3.5, ReplicationControlManager.validateAlterPartitionData with
     AlterPartition v3 broker epochs): a replica whose broker epoch is stale is refused."""
     c = controller("3.7")
-    c.features = replace(c.features, alter_partition_broker_epochs=on)
+    c.core.features = replace(c.core.features, alter_partition_broker_epochs=on)
     c.shutdown("C")
-    stale = c.broker_epochs["C"]
-    assert c.register("C", "C2", "C:1", 10) == (None, stale + 1)
-    st = c.partitions[("t", 0)]
-    err, _ = c.alter_partition("t", 0, "A", st.leader_epoch, st.partition_epoch,
-                               ["A", "B", "C"], {"B": c.broker_epochs["B"], "C": stale})
+    stale = c.core.broker_epochs["C"]
+    resp = c.register("C", "C2", 10)
+    assert (resp["error"], resp["broker_epoch"]) == (None, stale + 1)
+    st = c.core.partitions[("t", 0)]
+    err = c.alter_partition("A", st.leader_epoch, st.partition_epoch, ["A", "B", "C"],
+                            {"B": c.core.broker_epochs["B"], "C": stale})["error"]
     assert (err == "INELIGIBLE_REPLICA") is on
 
 
@@ -338,9 +340,9 @@ def test_feature_eligible_leader_replicas(on):
     electAnyLeader): with min ISR 2, the ISR shrinks to A and B, C stays in the
     ELR; when A dies, B leads; without the ELR the ISR is {B}."""
     c = controller("3.7", min_isr=2)
-    c.features = replace(c.features, eligible_leader_replicas=on)
-    st = c.partitions[("t", 0)]
-    c.alter_partition("t", 0, "A", 0, st.partition_epoch, ["A"])
+    c.core.features = replace(c.core.features, eligible_leader_replicas=on)
+    st = c.core.partitions[("t", 0)]
+    c.alter_partition("A", 0, st.partition_epoch, ["A"])
     assert st.elr == (["B", "C"] if on else [])
     c.shutdown("A")
     assert (st.leader, st.isr) == (("B", ["B"]) if on else (None, ["A"]))

@@ -1,14 +1,15 @@
 """Deterministic, in-process driving of Partition objects (no sockets, no clock).
 
-The seed of the `sim` backend: one replica-fetcher round is the unit of progress,
-so a test or a trace can say exactly what each side knew after each round.
+A test helper: one replica-fetcher round is the unit of progress, so a test can
+say exactly what each side knew after each round. (The sim backend drives whole
+brokers instead: broker/sim_cluster.py.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .partition import Effect, Partition
+from broker.partition import Effect, Partition, ProposeIsr
 
 
 def fetcher_round(follower: Partition, leader: Partition, now: float = 0.0) -> dict[str, Any]:
@@ -39,8 +40,6 @@ def fetcher_round(follower: Partition, leader: Partition, now: float = 0.0) -> d
 
 def accept_isr_proposals(leader: Partition, effects: list[Effect], now: float = 0.0) -> None:
     """Play the controller for ISR changes: accept every proposal in `effects`."""
-    from .partition import ProposeIsr
-
     for eff in effects:
         if isinstance(eff, ProposeIsr):
             leader.apply_leader_and_isr(leader.node, eff.leader_epoch, list(eff.isr),
