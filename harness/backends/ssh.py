@@ -26,18 +26,15 @@ at the end come back by SFTP when the replicas are collected (`data_dir`).
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import shlex
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import broker
 from contract import LOGS
@@ -50,16 +47,23 @@ from harness.backends.base import (
     Salvage,
 )
 from harness.backends.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
+from harness.backends.ssh_clean import discard_run, salvage_run
 from harness.backends.ssh_remote import Remote
+from harness.backends.ssh_run import (
+    HOSTS_RECORD,
+    MARKER,
+    chain_name,
+    iptables,
+    kill_run,
+    parallel,
+    remove_chain_script,
+)
 from harness.errors import HarnessError, RunIncomplete, UsageError
 from harness.run.owner import Owner
 
 BROKER_DIR = Path(broker.__file__).resolve().parent
-HOSTS_RECORD = "ssh-hosts.json"  # in the run directory: where each node ran (salvage)
-MARKER = "isrlab-run.json"  # in the run's directory on each host
 STATE_TTL = 0.25  # seconds a probed process state is trusted by is_running()
 PROBE_TIMEOUT = 5.0  # seconds a state probe may take before the last known state stands
-CHAIN_PREFIX = "ISRLAB-"
 
 # Runs one node detached; its pid and exit status go where the harness reads them.
 # `wait` returns 128+N for a node killed by signal N.
@@ -89,57 +93,6 @@ _PORT_FREE = (
     "print('FREE')\n"
 )
 
-# sh: SIGKILL every node of the run directory $1 still running (a paused one too:
-# SIGCONT would let it answer what it holds, SIGKILL works on a stopped process),
-# checking by its working directory that the pid is still the node's; prints
-# "STOPPED node pid" for each, once it has exited.
-_KILL_RUN = r"""
-cd "$1" 2>/dev/null || exit 0
-for f in pids/*.pid; do
-  [ -s "$f" ] || continue
-  n=${f#pids/}; n=${n%.pid}; p=$(cat "$f")
-  [ -s "pids/$n.exit" ] && continue
-  [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$(pwd -P)" ] || continue
-  kill -KILL "$p" 2>/dev/null || continue
-  i=0; while [ -d /proc/$p ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.02; done
-  echo "STOPPED $n $p"
-done
-"""
-
-T = TypeVar("T")
-
-
-def chain_name(run_id: str) -> str:
-    """The run's iptables chain (28 characters at most)."""
-    return CHAIN_PREFIX + hashlib.sha256(run_id.encode()).hexdigest()[:8].upper()
-
-
-def _iptables(host: Host) -> str:
-    return "sudo -n iptables -w" if host.sudo else "iptables -w"
-
-
-def remove_chain_script(host: Host, chain: str) -> str:
-    """sh that removes `chain` and INPUT's jumps to it; a no-op where there is none."""
-    ipt = _iptables(host)
-    return (f"if {ipt} -n -L {chain} >/dev/null 2>&1; then "
-            f"while {ipt} -D INPUT -j {chain} 2>/dev/null; do :; done; "
-            f"{ipt} -F {chain} && {ipt} -X {chain}; fi")
-
-
-def parallel(items: Iterable[T], fn: Callable[[T], Any]) -> list[Any]:
-    """fn over items, one thread each; the first error (in items' order) is raised
-    once every call has ended, so nothing is left half-done behind it."""
-    items = list(items)
-    if len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
-        futures = [pool.submit(fn, x) for x in items]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]  # type: ignore[misc]
-    return [f.result() for f in futures]
-
-
 def broker_files() -> dict[str, bytes]:
     """code/broker/... : what a host needs to run a node."""
     out = {}
@@ -157,19 +110,6 @@ def _exit_code(text: str) -> int | None:
         return None
     n = int(text)
     return -(n - 128) if n > 128 else n
-
-
-def kill_run(remote: Remote, rdir: str) -> list[str]:
-    """Stop every node of the run directory `rdir` on the host; "node (pid P on H)"."""
-    _, out = remote.run(f"sh -c {shlex.quote(_KILL_RUN)} isrlab {shlex.quote(rdir)}",
-                        timeout=remote.host.command_timeout + 20)
-    stopped = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "STOPPED":
-            what = "controller" if parts[1] == CONTROLLER else f"broker {parts[1]}"
-            stopped.append(f"{what} (pid {parts[2]} on {remote.host.name})")
-    return stopped
 
 
 @dataclass
@@ -287,7 +227,7 @@ class SshBackend(Backend):
                 raise UsageError(f"{h.label()}: cannot listen on {h.address}:{h.port}: "
                                  f"{free.strip().removeprefix('BUSY ') or 'unknown error'}")
         if self._uses_partitions:
-            code, out = remote.run(f"{_iptables(host)} -n -L INPUT >/dev/null", check=False)
+            code, out = remote.run(f"{iptables(host)} -n -L INPUT >/dev/null", check=False)
             if code != 0:
                 raise UsageError(f"{host.label()}: the run partitions the network but "
                                  f"iptables does not work there: {out.strip()[-200:]}"
@@ -519,7 +459,7 @@ class SshBackend(Backend):
 
     def _rules(self, nodes: list[str]) -> str:
         """The whole rule set of one host: drop what its nodes must not hear."""
-        ipt = _iptables(self.hosts[nodes[0]])
+        ipt = iptables(self.hosts[nodes[0]])
         c = self.chain
         lines = [f"{ipt} -N {c} 2>/dev/null || {ipt} -F {c}",
                  f"{ipt} -C INPUT -j {c} 2>/dev/null || {ipt} -I INPUT -j {c}"]
@@ -643,12 +583,8 @@ class SshBackend(Backend):
 
     @classmethod
     def salvage(cls, run_dir: Path, run_id: str, brokers: list[str]) -> Salvage:
-        from harness.backends.ssh_clean import salvage_run
-
         return salvage_run(run_dir, run_id, brokers)
 
     @classmethod
     def discard(cls, run_id: str) -> str | None:
-        from harness.backends.ssh_clean import discard_run
-
         return discard_run(run_id)
