@@ -32,21 +32,18 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import broker
-from contract import LOGS
-from harness.backends.base import (
-    CONTROLLER,
-    DROP_UNSYNCED_PY,
-    LOG_TAIL_LINES,
-    Backend,
-    ClusterSpec,
-    Salvage,
-)
+from contract import CONTROLLER, LOGS
+from harness.backends.artefacts import Salvage
+from harness.backends.base import Backend
 from harness.backends.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
+from harness.backends.net import Grudge
+from harness.backends.nodes import DROP_UNSYNCED_PY, LOG_TAIL_LINES
+from harness.backends.spec import ClusterSpec
 from harness.backends.ssh_clean import discard_run, salvage_run
 from harness.backends.ssh_remote import Remote
 from harness.backends.ssh_run import (
@@ -307,8 +304,8 @@ class SshBackend(Backend):
         with self._lock:
             st = self._nodes[node]
             st.pid, st.state, st.checked = int(out.split()[-1]), "running", time.monotonic()
-        self._wait_ready(node)
-        self._reapply_delays(node)  # a delay outlives a restart (iptables rules do anyway)
+        self.wait_ready(node)
+        self.net.reapply_delays(node)  # a delay outlives a restart (iptables rules do anyway)
 
     # -- state (thread-safe) --------------------------------------------------------
 
@@ -356,17 +353,17 @@ class SshBackend(Backend):
     def is_paused(self, node: str) -> bool:
         return self._state(node) == "paused"
 
-    # -- what the readiness wait (Backend._wait_ready) asks ---------------------------
+    # -- what the readiness wait (Nodes.wait_ready) asks -------------------------------
 
-    def _has_exited(self, node: str) -> bool:
+    def has_exited(self, node: str) -> bool:
         return self._state(node, fresh=True) not in ("running", "paused")
 
-    def _exit_status(self, node: str) -> int | None:
+    def exit_status(self, node: str) -> int | None:
         code, out = self._remote(node).run(
             f"cat {shlex.quote(self.rdir(node))}/pids/{shlex.quote(node)}.exit", check=False)
         return _exit_code(out) if code == 0 else None
 
-    def _log_tail(self, node: str) -> str:
+    def log_tail(self, node: str) -> str:
         try:
             _, out = self._remote(node).run(
                 f"tail -n {LOG_TAIL_LINES} {shlex.quote(self.rdir(node))}/logs/"
@@ -375,7 +372,7 @@ class SshBackend(Backend):
             return ""
         return out.rstrip("\n")
 
-    def _log_name(self, node: str) -> str:
+    def log_name(self, node: str) -> str:
         return f"{self._host(node).name}:{self.rdir(node)}/logs/{node}.log"
 
     # -- process faults ------------------------------------------------------------
@@ -446,7 +443,7 @@ class SshBackend(Backend):
 
     # -- network faults ----------------------------------------------------------------
 
-    def _check_grudge(self, grudge: dict[str, list[str]]) -> None:
+    def check_grudge(self, grudge: Grudge) -> None:
         for node, peers in grudge.items():
             for p in peers:
                 if self.hosts[p].address == self.hosts[node].address:
@@ -454,8 +451,8 @@ class SshBackend(Backend):
                         f"cannot cut {node} from {p}: both run on {self.hosts[p].address}; "
                         "partitions need a host address per node")
 
-    def _apply_grudge(self) -> None:
-        self._sync_rules()
+    def firewall(self) -> Callable[[Grudge], None]:
+        return lambda _grudge: self._sync_rules()  # the rules read self.net.grudge
 
     def _rules(self, nodes: list[str]) -> str:
         """The whole rule set of one host: drop what its nodes must not hear."""
@@ -463,7 +460,7 @@ class SshBackend(Backend):
         c = self.chain
         lines = [f"{ipt} -N {c} 2>/dev/null || {ipt} -F {c}",
                  f"{ipt} -C INPUT -j {c} 2>/dev/null || {ipt} -I INPUT -j {c}"]
-        peers = sorted({p for n in nodes for p in self._grudge.get(n, [])})
+        peers = sorted({p for n in nodes for p in self.net.grudge.get(n, [])})
         for p in peers:
             lines.append(f"{ipt} -A {c} -s {shlex.quote(self.hosts[p].address)} -j DROP")
         return "\n".join(lines)
@@ -473,7 +470,7 @@ class SshBackend(Backend):
         a node restarted during a partition stays cut off)."""
         def one(nodes: list[str]) -> None:
             target = self.hosts[nodes[0]].target
-            if not any(self._grudge.get(n) for n in nodes) and target not in self._chains:
+            if not any(self.net.grudge.get(n) for n in nodes) and target not in self._chains:
                 return
             self._remote(nodes[0]).run("set -e\n" + self._rules(nodes))
             with self._lock:

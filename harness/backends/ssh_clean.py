@@ -18,8 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contract import LOGS
-from harness.backends.base import CONTROLLER, Salvage
+from contract import CONTROLLER, LOGS
+from harness.backends.artefacts import Salvage
 from harness.backends.hostsfile import Host, load_hosts
 from harness.backends.ssh_remote import Remote
 from harness.backends.ssh_run import (
