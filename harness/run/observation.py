@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.backends.base import Backend
+from harness.run import collect
 from harness.run.clock import RunClock
-from harness.run.collect import collect_replicas
 from harness.run.events import EventsCollector
 from harness.run.observe import Observer
 from harness.run.rundir import RunDirWriter
@@ -34,4 +34,4 @@ class Observation:
 
     def collect_replicas(self, run: RunDirWriter) -> dict[str, str]:
         """Write every broker's final log and state into the run directory."""
-        return collect_replicas(self.backend, run)
+        return collect.collect_replicas(self.backend, run)
