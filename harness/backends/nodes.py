@@ -52,6 +52,7 @@ class Nodes(ABC):
     start_timeout: float = 20.0  # seconds a starting node has to answer `status`
     # Clock, connections and threads of the run (the sim backend: virtual ones).
     rt: Runtime = REAL
+    exit_poll: float = 0.05  # seconds between looks at a node on its way out (wait_exited)
 
     @abstractmethod
     def start_controller(self) -> None:
@@ -116,7 +117,7 @@ class Nodes(ABC):
         deadline = self.rt.monotonic() + timeout
         while (self.is_running(node) and not self.is_paused(node)
                and self.rt.monotonic() < deadline):
-            self.rt.sleep(0.05)
+            self.rt.sleep(self.exit_poll)
         if self.is_running(node):
             raise RunIncomplete(f"cannot start {node}: it is already running")
 
