@@ -3,7 +3,8 @@ backend: the harness's `Backend` (harness/backends/base.py) satisfies it, and a
 test can pass any object that does.
 
 Node names are the scenario's ("A", "B", ... and "controller"). Process faults
-act on one node each; network faults replace or undo the whole partition.
+(`ProcessFaults`: the backend's Nodes) act on one node each; network faults
+(`NetworkFaults`: its Net) replace or undo the whole partition.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 
 @runtime_checkable
-class Cluster(Protocol):
+class ProcessFaults(Protocol):
     @property
     def brokers(self) -> list[str]:
         """The broker nodes (the controller is not among them)."""
@@ -25,8 +26,6 @@ class Cluster(Protocol):
     def is_paused(self, node: str) -> bool:
         """The process is frozen."""
         ...
-
-    # Process faults.
 
     def start(self, node: str) -> None:
         """Start the node and return once it answers."""
@@ -52,8 +51,10 @@ class Cluster(Protocol):
         """Kill and lose every byte not fsynced; the node stays down until `start`."""
         ...
 
-    # Network faults.
 
+
+@runtime_checkable
+class NetworkFaults(Protocol):
     def partition(self, grudge: dict[str, list[str]]) -> None:
         """grudge[node] = the nodes it must not hear from; replaces any earlier
         partition. Raises NotImplementedError where the cluster cannot partition."""
@@ -71,3 +72,8 @@ class Cluster(Protocol):
     def deliver(self) -> None:
         """End every delay: deliver what is held, in order."""
         ...
+
+
+@runtime_checkable
+class Cluster(ProcessFaults, NetworkFaults, Protocol):
+    """Both: what a run's backend is to the nemesis."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import address_free
+from harness.backends.ports import address_free
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

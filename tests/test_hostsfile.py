@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.hostsfile import load_hosts
-from harness.backends.ssh import CHAIN_PREFIX, chain_name
+from harness.backends.ssh_run import CHAIN_PREFIX, chain_name
 from harness.errors import UsageError
 from harness.yamlloc import ScenarioError
 

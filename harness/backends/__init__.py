@@ -9,7 +9,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Backend, ClusterSpec
+from harness.backends.base import Backend
+from harness.backends.spec import ClusterSpec
 from harness.errors import UsageError
 
 # name -> "module:Class"; imported lazily so a backend's dependencies (the docker

@@ -42,30 +42,24 @@ import docker.errors
 import docker.models.containers
 import requests.exceptions
 
-from contract import LOGS
-from harness.backends.base import (
-    CONTROLLER,
-    DROP_UNSYNCED_PY,
-    LOG_TAIL_LINES,
-    Backend,
-    ClusterSpec,
-    Salvage,
-    address_in_use,
-    check_port_range,
-)
+from contract import CONTROLLER, LOGS
+from harness.backends.artefacts import Salvage
+from harness.backends.base import Backend
+from harness.backends.docker_engine import LABEL_RUN, DockerUnavailable, docker_client
 from harness.backends.docker_image import (
     COLLECT_SUFFIX,
     LABEL_IMAGE,
     LABEL_NODE,
-    LABEL_RUN,
     POWER_CYCLE_SUFFIX,
-    DockerUnavailable,
     clean_leftovers,
-    docker_client,
     ensure_images,
     run_labels,
     tar_files,
 )
+from harness.backends.net import Grudge
+from harness.backends.nodes import DROP_UNSYNCED_PY, LOG_TAIL_LINES
+from harness.backends.ports import address_in_use, check_port_range
+from harness.backends.spec import ClusterSpec
 from harness.errors import RunIncomplete, UsageError, one_line
 
 Container = docker.models.containers.Container
@@ -309,28 +303,28 @@ class DockerBackend(Backend):
             raise RunIncomplete(f"cannot start {node}: {msg}") from e
         self._set_state(node, "running")
         self._refresh_ip(node)
-        self._wait_ready(node)
-        self._reapply_delays(node)  # a delay outlives a restart
+        self.wait_ready(node)
+        self.net.reapply_delays(node)  # a delay outlives a restart
 
-    # -- what the readiness wait (Backend._wait_ready) asks -------------------
+    # -- what the readiness wait (Nodes.wait_ready) asks -----------------------
 
-    def _has_exited(self, node: str) -> bool:
+    def has_exited(self, node: str) -> bool:
         return self._state(node, fresh=True) not in ("running", "paused")
 
-    def _exit_status(self, node: str) -> int | None:
+    def exit_status(self, node: str) -> int | None:
         try:
             return self._nodes[node].container.wait(timeout=5)["StatusCode"]
         except Exception:  # noqa: BLE001 - only used to word an error message
             return None
 
-    def _log_tail(self, node: str) -> str:
+    def log_tail(self, node: str) -> str:
         try:
             raw = self._nodes[node].container.logs(tail=LOG_TAIL_LINES)
         except docker.errors.APIError:
             return ""
         return raw.decode(errors="replace").rstrip("\n")
 
-    def _log_name(self, node: str) -> str:
+    def log_name(self, node: str) -> str:
         return "its container log"
 
     def _running_entry(self, node: str, what: str) -> _Node:
@@ -416,13 +410,13 @@ class DockerBackend(Backend):
 
     # -- network faults ------------------------------------------------------
 
-    def _apply_grudge(self) -> None:
-        self._sync_all_rules()
+    def firewall(self) -> Callable[[Grudge], None]:
+        return lambda _grudge: self._sync_all_rules()  # the rules read self.net.grudge
 
     def _rules(self, node: str) -> str:
         """The node's whole rule set: drop everything from the peers it must not hear."""
         lines = [_RULES_HEAD]
-        for peer in self._grudge.get(node, []):
+        for peer in self.net.grudge.get(node, []):
             entry = self._nodes.get(peer)
             if entry is not None and entry.ip:
                 lines.append(f"iptables -w -A ISRLAB -s {entry.ip} -j DROP\n")
@@ -430,7 +424,7 @@ class DockerBackend(Backend):
 
     def _put_rules(self, node: str) -> None:
         """Leave the rules where the entrypoint applies them at the next start."""
-        script = self._rules(node) if self._grudge else ""
+        script = self._rules(node) if self.net.grudge else ""
         self._nodes[node].container.put_archive(
             "/", tar_files({"etc/isrlab/net.sh": script.encode()})
         )
@@ -461,7 +455,7 @@ class DockerBackend(Backend):
         changed = ip != entry.ip
         entry.ip = ip
         # Peers' rules name this node by address; a restart may have moved it.
-        if changed and self._grudge:
+        if changed and self.net.grudge:
             self._sync_all_rules()
 
     # -- observation -------------------------------------------------------

@@ -46,11 +46,16 @@ import docker.models.containers
 import requests.exceptions
 
 import broker
-from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
+from harness.backends.docker_engine import (
+    LABEL_RUN,
+    DockerImageError,
+    DockerUnavailable,
+    docker_client,
+)
+from harness.errors import RunIncomplete, one_line
 from harness.run.owner import Liveness, Owner, liveness_of
 from harness.run.rundir import RUNNING, run_status
 
-LABEL_RUN = "isrlab.run"
 LABEL_RUN_DIR = "isrlab.run_dir"  # absolute path of the run directory
 LABEL_NODE = "isrlab.node"  # the node a container or volume is of
 # LABEL_NODE of the one-off containers a run makes besides its nodes: <node><suffix>
@@ -82,22 +87,6 @@ MIRROR_ENV = "ISRLAB_DEBIAN_MIRROR"
 Progress = Callable[[str], None]
 
 
-class DockerImageError(HarnessError):
-    """A one-line, user-facing error; `exit_code` follows the CLI's exit statuses."""
-
-    exit_code = 3
-
-    def __init__(self, message: str) -> None:
-        # Docker's messages often span lines; the CLI promises one line.
-        super().__init__(one_line(message))
-
-
-class DockerUnavailable(DockerImageError, UsageError):
-    """No Docker engine answers: a configuration problem (exit 2), not a run failure."""
-
-    exit_code = 2
-
-
 class ImageBuildError(DockerImageError, RunIncomplete):
     """An image is missing and could not be built (exit 3: the run cannot start)."""
 
@@ -116,19 +105,6 @@ def run_labels(run_id: str, owner: Owner | None = None,
     if run_dir is not None:
         labels[LABEL_RUN_DIR] = str(Path(run_dir).resolve())
     return labels
-
-
-def docker_client(timeout: float | None = None) -> docker.client.DockerClient:
-    """A client for the engine in the environment (DOCKER_HOST or the local socket);
-    `timeout` seconds per request (the SDK's default 60 if None)."""
-    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    try:
-        kwargs = {} if timeout is None else {"timeout": timeout}
-        client = docker.client.DockerClient.from_env(**kwargs)
-        client.ping()
-    except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
-        raise DockerUnavailable(f"no Docker engine reachable at {where}: {e}") from e
-    return client
 
 
 # ---------------------------------------------------------------- apt mirror
@@ -652,39 +628,6 @@ def _save_log(container: Any, run_dir: Path) -> None:
         (run_dir / "logs" / f"{node}.log").write_bytes(raw)
     except (OSError, docker.errors.APIError):
         pass
-
-
-def port_holder(port: int, client: docker.client.DockerClient | None = None) -> str | None:
-    """Which isrlab container publishes host port `port`, in words with what to do
-    about it (for an "address in use" error); None if none does or no engine answers."""
-    own = client is None
-    try:
-        client = client or docker_client(timeout=5)
-    except DockerImageError:
-        return None
-    try:
-        for c in client.containers.list(filters={"label": LABEL_RUN}):
-            ports = (c.attrs.get("NetworkSettings") or {}).get("Ports") or {}
-            bound = {b.get("HostPort") for bs in ports.values() if bs for b in bs}
-            if str(port) not in bound:
-                continue
-            run = c.labels.get(LABEL_RUN, "?")
-            liveness, why = liveness_of(c.labels)
-            if liveness is Liveness.GONE:
-                return (f"container {c.name} of run {run} holds it and {why}: "
-                        "`isrlab docker clean` removes it")
-            if liveness is Liveness.ALIVE:
-                return (f"container {c.name} of run {run} holds it and that run is still "
-                        f"going ({why}): try another --port")
-            return (f"container {c.name} of run {run} holds it ({why}): "
-                    "`isrlab docker clean --force` removes it if that run is over, "
-                    "or try another --port")
-    except (docker.errors.DockerException, requests.exceptions.RequestException):
-        return None
-    finally:
-        if own:
-            client.close()
-    return None
 
 
 def prune_images(

@@ -21,23 +21,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from contract import LOGS
-from harness.backends.base import (
-    CONTROLLER,
-    LOG_TAIL_LINES,
-    Backend,
-    ClusterSpec,
-    Salvage,
-    address_free,
-    address_in_use,
-    check_port_range,
-)
+from contract import CONTROLLER, LOGS
+from harness.backends.artefacts import Salvage
+from harness.backends.base import Backend
+from harness.backends.net import Grudge
+from harness.backends.nodes import log_tail
+from harness.backends.ports import address_free, address_in_use, check_port_range
+from harness.backends.spec import ClusterSpec
 from harness.errors import RunIncomplete, UsageError
 from harness.run import reaper
+from harness.run.admin import command
 from harness.run.owner import process_start
 
 DATA = "data"  # run_dir/data/<node>/: each node's data directory
@@ -60,14 +58,6 @@ class _Proc:
     popen: subprocess.Popen[bytes]
     log: IO[bytes]
     paused: bool = False
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
 class LocalBackend(Backend):
@@ -190,25 +180,25 @@ class LocalBackend(Backend):
         reaper.register(popen.pid)
         with self._lock:
             self._procs[node] = _Proc(popen, log)
-        self._wait_ready(node)
-        if self._grudge.get(node):
-            self._net_block(node, self._grudge[node])  # a partition outlives a restart
-        self._reapply_delays(node)  # so does a delay
+        self.wait_ready(node)
+        if self.net.grudge.get(node):
+            self._net_block(node, self.net.grudge[node])  # a partition outlives a restart
+        self.net.reapply_delays(node)  # so does a delay
 
-    # -- what the readiness wait (Backend._wait_ready) asks -------------------
+    # -- what the readiness wait (Nodes.wait_ready) asks -----------------------
 
-    def _has_exited(self, node: str) -> bool:
+    def has_exited(self, node: str) -> bool:
         with self._lock:
             proc = self._procs.get(node)
         return proc is None or proc.popen.poll() is not None
 
-    def _exit_status(self, node: str) -> int | None:
+    def exit_status(self, node: str) -> int | None:
         return self._reap(node)
 
-    def _log_tail(self, node: str) -> str:
+    def log_tail(self, node: str) -> str:
         return log_tail(self.log_path(node))
 
-    def _log_name(self, node: str) -> str:
+    def log_name(self, node: str) -> str:
         return str(self.log_path(node))
 
     def _signal(self, node: str, sig: signal.Signals) -> _Proc:
@@ -266,20 +256,21 @@ class LocalBackend(Backend):
 
     # -- network faults ------------------------------------------------------
 
-    def _apply_grudge(self) -> None:
+    def firewall(self) -> Callable[[Grudge], None]:
+        return self._net_block_all
+
+    def _net_block_all(self, grudge: Grudge) -> None:
         """Loopback has no network to cut, so each process cuts itself off with the
         broker's `net-block` admin request: node X stops answering and sending to
         every peer in grudge[X] (both directions, at X). Clients and the harness
         still reach every node."""
         for node in self.nodes:
             if self.is_running(node):
-                self._net_block(node, self._grudge.get(node, []))
+                self._net_block(node, grudge.get(node, []))
 
     def _net_block(self, node: str, peers: list[str]) -> None:
         if self.is_paused(node):
             raise RunIncomplete(f"cannot change {node}'s partition while it is paused")
-        from harness.run.admin import command
-
         command(node, self.address(node), "net-block", peers=peers)
 
     def collect_logs(self, run_dir: Path) -> None:

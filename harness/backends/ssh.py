@@ -26,7 +26,6 @@ at the end come back by SFTP when the replicas are collected (`data_dir`).
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import shlex
 import shutil
@@ -34,32 +33,34 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import broker
-from contract import LOGS
-from harness.backends.base import (
-    CONTROLLER,
-    DROP_UNSYNCED_PY,
-    LOG_TAIL_LINES,
-    Backend,
-    ClusterSpec,
-    Salvage,
-)
+from contract import CONTROLLER, LOGS
+from harness.backends.artefacts import Salvage
+from harness.backends.base import Backend
 from harness.backends.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
+from harness.backends.net import Grudge
+from harness.backends.nodes import DROP_UNSYNCED_PY, LOG_TAIL_LINES
+from harness.backends.spec import ClusterSpec
+from harness.backends.ssh_clean import discard_run, salvage_run
 from harness.backends.ssh_remote import Remote
+from harness.backends.ssh_run import (
+    HOSTS_RECORD,
+    MARKER,
+    chain_name,
+    iptables,
+    kill_run,
+    parallel,
+    remove_chain_script,
+)
 from harness.errors import HarnessError, RunIncomplete, UsageError
 from harness.run.owner import Owner
 
 BROKER_DIR = Path(broker.__file__).resolve().parent
-HOSTS_RECORD = "ssh-hosts.json"  # in the run directory: where each node ran (salvage)
-MARKER = "isrlab-run.json"  # in the run's directory on each host
 STATE_TTL = 0.25  # seconds a probed process state is trusted by is_running()
 PROBE_TIMEOUT = 5.0  # seconds a state probe may take before the last known state stands
-CHAIN_PREFIX = "ISRLAB-"
 
 # Runs one node detached; its pid and exit status go where the harness reads them.
 # `wait` returns 128+N for a node killed by signal N.
@@ -89,57 +90,6 @@ _PORT_FREE = (
     "print('FREE')\n"
 )
 
-# sh: SIGKILL every node of the run directory $1 still running (a paused one too:
-# SIGCONT would let it answer what it holds, SIGKILL works on a stopped process),
-# checking by its working directory that the pid is still the node's; prints
-# "STOPPED node pid" for each, once it has exited.
-_KILL_RUN = r"""
-cd "$1" 2>/dev/null || exit 0
-for f in pids/*.pid; do
-  [ -s "$f" ] || continue
-  n=${f#pids/}; n=${n%.pid}; p=$(cat "$f")
-  [ -s "pids/$n.exit" ] && continue
-  [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$(pwd -P)" ] || continue
-  kill -KILL "$p" 2>/dev/null || continue
-  i=0; while [ -d /proc/$p ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.02; done
-  echo "STOPPED $n $p"
-done
-"""
-
-T = TypeVar("T")
-
-
-def chain_name(run_id: str) -> str:
-    """The run's iptables chain (28 characters at most)."""
-    return CHAIN_PREFIX + hashlib.sha256(run_id.encode()).hexdigest()[:8].upper()
-
-
-def _iptables(host: Host) -> str:
-    return "sudo -n iptables -w" if host.sudo else "iptables -w"
-
-
-def remove_chain_script(host: Host, chain: str) -> str:
-    """sh that removes `chain` and INPUT's jumps to it; a no-op where there is none."""
-    ipt = _iptables(host)
-    return (f"if {ipt} -n -L {chain} >/dev/null 2>&1; then "
-            f"while {ipt} -D INPUT -j {chain} 2>/dev/null; do :; done; "
-            f"{ipt} -F {chain} && {ipt} -X {chain}; fi")
-
-
-def parallel(items: Iterable[T], fn: Callable[[T], Any]) -> list[Any]:
-    """fn over items, one thread each; the first error (in items' order) is raised
-    once every call has ended, so nothing is left half-done behind it."""
-    items = list(items)
-    if len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
-        futures = [pool.submit(fn, x) for x in items]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]  # type: ignore[misc]
-    return [f.result() for f in futures]
-
-
 def broker_files() -> dict[str, bytes]:
     """code/broker/... : what a host needs to run a node."""
     out = {}
@@ -157,19 +107,6 @@ def _exit_code(text: str) -> int | None:
         return None
     n = int(text)
     return -(n - 128) if n > 128 else n
-
-
-def kill_run(remote: Remote, rdir: str) -> list[str]:
-    """Stop every node of the run directory `rdir` on the host; "node (pid P on H)"."""
-    _, out = remote.run(f"sh -c {shlex.quote(_KILL_RUN)} isrlab {shlex.quote(rdir)}",
-                        timeout=remote.host.command_timeout + 20)
-    stopped = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "STOPPED":
-            what = "controller" if parts[1] == CONTROLLER else f"broker {parts[1]}"
-            stopped.append(f"{what} (pid {parts[2]} on {remote.host.name})")
-    return stopped
 
 
 @dataclass
@@ -287,7 +224,7 @@ class SshBackend(Backend):
                 raise UsageError(f"{h.label()}: cannot listen on {h.address}:{h.port}: "
                                  f"{free.strip().removeprefix('BUSY ') or 'unknown error'}")
         if self._uses_partitions:
-            code, out = remote.run(f"{_iptables(host)} -n -L INPUT >/dev/null", check=False)
+            code, out = remote.run(f"{iptables(host)} -n -L INPUT >/dev/null", check=False)
             if code != 0:
                 raise UsageError(f"{host.label()}: the run partitions the network but "
                                  f"iptables does not work there: {out.strip()[-200:]}"
@@ -367,8 +304,8 @@ class SshBackend(Backend):
         with self._lock:
             st = self._nodes[node]
             st.pid, st.state, st.checked = int(out.split()[-1]), "running", time.monotonic()
-        self._wait_ready(node)
-        self._reapply_delays(node)  # a delay outlives a restart (iptables rules do anyway)
+        self.wait_ready(node)
+        self.net.reapply_delays(node)  # a delay outlives a restart (iptables rules do anyway)
 
     # -- state (thread-safe) --------------------------------------------------------
 
@@ -416,17 +353,17 @@ class SshBackend(Backend):
     def is_paused(self, node: str) -> bool:
         return self._state(node) == "paused"
 
-    # -- what the readiness wait (Backend._wait_ready) asks ---------------------------
+    # -- what the readiness wait (Nodes.wait_ready) asks -------------------------------
 
-    def _has_exited(self, node: str) -> bool:
+    def has_exited(self, node: str) -> bool:
         return self._state(node, fresh=True) not in ("running", "paused")
 
-    def _exit_status(self, node: str) -> int | None:
+    def exit_status(self, node: str) -> int | None:
         code, out = self._remote(node).run(
             f"cat {shlex.quote(self.rdir(node))}/pids/{shlex.quote(node)}.exit", check=False)
         return _exit_code(out) if code == 0 else None
 
-    def _log_tail(self, node: str) -> str:
+    def log_tail(self, node: str) -> str:
         try:
             _, out = self._remote(node).run(
                 f"tail -n {LOG_TAIL_LINES} {shlex.quote(self.rdir(node))}/logs/"
@@ -435,7 +372,7 @@ class SshBackend(Backend):
             return ""
         return out.rstrip("\n")
 
-    def _log_name(self, node: str) -> str:
+    def log_name(self, node: str) -> str:
         return f"{self._host(node).name}:{self.rdir(node)}/logs/{node}.log"
 
     # -- process faults ------------------------------------------------------------
@@ -506,7 +443,7 @@ class SshBackend(Backend):
 
     # -- network faults ----------------------------------------------------------------
 
-    def _check_grudge(self, grudge: dict[str, list[str]]) -> None:
+    def check_grudge(self, grudge: Grudge) -> None:
         for node, peers in grudge.items():
             for p in peers:
                 if self.hosts[p].address == self.hosts[node].address:
@@ -514,16 +451,16 @@ class SshBackend(Backend):
                         f"cannot cut {node} from {p}: both run on {self.hosts[p].address}; "
                         "partitions need a host address per node")
 
-    def _apply_grudge(self) -> None:
-        self._sync_rules()
+    def firewall(self) -> Callable[[Grudge], None]:
+        return lambda _grudge: self._sync_rules()  # the rules read self.net.grudge
 
     def _rules(self, nodes: list[str]) -> str:
         """The whole rule set of one host: drop what its nodes must not hear."""
-        ipt = _iptables(self.hosts[nodes[0]])
+        ipt = iptables(self.hosts[nodes[0]])
         c = self.chain
         lines = [f"{ipt} -N {c} 2>/dev/null || {ipt} -F {c}",
                  f"{ipt} -C INPUT -j {c} 2>/dev/null || {ipt} -I INPUT -j {c}"]
-        peers = sorted({p for n in nodes for p in self._grudge.get(n, [])})
+        peers = sorted({p for n in nodes for p in self.net.grudge.get(n, [])})
         for p in peers:
             lines.append(f"{ipt} -A {c} -s {shlex.quote(self.hosts[p].address)} -j DROP")
         return "\n".join(lines)
@@ -533,7 +470,7 @@ class SshBackend(Backend):
         a node restarted during a partition stays cut off)."""
         def one(nodes: list[str]) -> None:
             target = self.hosts[nodes[0]].target
-            if not any(self._grudge.get(n) for n in nodes) and target not in self._chains:
+            if not any(self.net.grudge.get(n) for n in nodes) and target not in self._chains:
                 return
             self._remote(nodes[0]).run("set -e\n" + self._rules(nodes))
             with self._lock:
@@ -643,12 +580,8 @@ class SshBackend(Backend):
 
     @classmethod
     def salvage(cls, run_dir: Path, run_id: str, brokers: list[str]) -> Salvage:
-        from harness.backends.ssh_clean import salvage_run
-
         return salvage_run(run_dir, run_id, brokers)
 
     @classmethod
     def discard(cls, run_id: str) -> str | None:
-        from harness.backends.ssh_clean import discard_run
-
         return discard_run(run_id)

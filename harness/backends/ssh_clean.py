@@ -18,19 +18,19 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contract import LOGS
-from harness.backends.base import CONTROLLER, Salvage
+from contract import CONTROLLER, LOGS
+from harness.backends.artefacts import Salvage
 from harness.backends.hostsfile import Host, load_hosts
-from harness.backends.ssh import (
+from harness.backends.ssh_remote import Remote
+from harness.backends.ssh_run import (
     CHAIN_PREFIX,
     HOSTS_RECORD,
     MARKER,
-    _iptables,
+    iptables,
     kill_run,
     parallel,
     remove_chain_script,
 )
-from harness.backends.ssh_remote import Remote
 from harness.errors import HarnessError, RunIncomplete, UsageError
 from harness.run.owner import Liveness, Owner
 from harness.run.rundir import RUNNING, run_status
@@ -128,7 +128,7 @@ def _list_runs(remote: Remote, workdir: str) -> list[tuple[str, dict[str, object
 
 
 def _chains(remote: Remote, host: Host) -> set[str]:
-    code, out = remote.run(f"{_iptables(host)} -S 2>/dev/null", check=False)
+    code, out = remote.run(f"{iptables(host)} -S 2>/dev/null", check=False)
     if code != 0:
         return set()
     return set(re.findall(rf"-N ({re.escape(CHAIN_PREFIX)}[0-9A-F]{{8}})\b", out))

@@ -32,7 +32,7 @@ from checker.spark import DEFAULT_MASTER, check_master, task_slices
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
 from harness.backends import BACKENDS
-from harness.backends.base import MAX_PORT
+from harness.backends.ports import MAX_PORT
 from harness.cli import chaos as cli_chaos
 from harness.cli import checker as cli_checker
 from harness.cli import matrix as cli_matrix

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract import PROCESS_FAULTS
-from harness.backends.base import CONTROLLER, Backend
+from contract import CONTROLLER, PROCESS_FAULTS
+from harness.backends.base import Backend
 from harness.errors import RunIncomplete
 from harness.progress import Progress
 from harness.run import admin

@@ -17,15 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract import CONTROLLER
 from harness.backends import backend_class, make_backend
-from harness.backends.base import CONTROLLER, Backend
+from harness.backends.base import Backend
+from harness.backends.sim import SimBackend
 from harness.errors import HarnessError, Interrupted, RunIncomplete
 from harness.progress import Progress, StatusTicker
 from harness.run import reaper
 from harness.run.execute import StepContext, StepRunner
+from harness.run.observation import Observation
 from harness.run.observe import Observer, wait_for
 from harness.run.owner import Owner
 from harness.run.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
+from harness.run.sim_observation import SimObservation
 from harness.scenario.loader import Scenario, workload_partitions
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
@@ -82,11 +86,12 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # run.json, or one marked running by a harness that exited: held until then.
     reaper.hold()
     run = RunDirWriter(opts.runs_dir, run_id)
-    clock = backend.run_clock()
+    watch = _observation(backend)
+    clock = watch.clock()
     # The history and events files exist before run.json says "running": a harness
     # killed right after writing it leaves a (empty) prefix the checker can read.
     history = History(run.history, clock)
-    collector = backend.events_collector(clock, run.events)
+    collector = watch.events_collector(clock, run.events)
     meta = dict(
         scenario=scenario.name,
         scenario_file=str(scenario.path),
@@ -128,7 +133,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     labels: dict[str, list[int]] = {}
     background: ContinuousWorkload | None = None
     ticker: StatusTicker | None = None
-    observer = backend.observer(collector)
+    observer = watch.observer(collector)
     ctx: StepContext | None = None
     try:
         reaper.release()
@@ -191,7 +196,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         # Replicas are collected even from a failed run: its prefix is still
         # worth checking and reading.
         try:
-            how = backend.collect_replicas(run)
+            how = watch.collect_replicas(run)
             progress.line("replicas collected: " + ", ".join(f"{n} ({h})"
                                                                for n, h in how.items()))
         except Exception as e:  # noqa: BLE001 - must not stop the teardown below
@@ -213,6 +218,12 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # run.json says); stop before any check.
     reaper.release(what="")
     return RunRecord(run.run_id, run.path, error, time.monotonic() - t0)
+
+
+def _observation(backend: Backend) -> Observation:
+    """How this run watches its cluster: in-process for the simulator, else over
+    the wire."""
+    return SimObservation(backend) if isinstance(backend, SimBackend) else Observation(backend)
 
 
 def _window(progress: Progress, w: FaultWindow) -> None:
