@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from broker.sim_cluster import Network
 from checker.spark import DEFAULT_MASTER, get_session, task_slices
 from contract import PROTOCOLS
 from harness.chaos.runs import parse_sets, parse_time_limit
@@ -79,10 +80,11 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 def cmd_swarm(args: argparse.Namespace) -> int:
     broker_cfg, controller_cfg = parse_sets(args.sets)
-    spec = SwarmSpec(protocol=args.protocol, time_limit=args.time_limit, faults=args.faults,
-                     acks=ACKS[args.acks] if args.acks else None, broker_config=broker_cfg,
-                     controller_config=controller_cfg, rate=args.rate,
-                     net_loss=args.net_loss, net_duplicate=args.net_duplicate)
+    spec = SwarmSpec.of(args.protocol, time_limit=args.time_limit,
+                        faults=parse_faults(args.faults) if args.faults else None,
+                        acks=ACKS[args.acks] if args.acks else None, broker_config=broker_cfg,
+                        controller_config=controller_cfg, rate=args.rate,
+                        network=Network(args.net_loss, args.net_duplicate))
     if args.master is not None and args.master.startswith("sc://"):
         raise UsageError("isrlab swarm runs its simulations as Spark tasks, which Spark "
                          "Connect (sc://) does not offer; give local[N] or spark://HOST:PORT")
@@ -92,14 +94,14 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     batch.mkdir(parents=True)
     progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
     seeds = list(range(args.seed, args.seed + args.runs))
-    progress.line(f"swarm: {args.runs} simulated run(s) of {spec.time_limit:g}s under "
+    progress.line(f"swarm: {args.runs} simulated run(s) of {spec.base.time_limit:g}s under "
                   f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]}; runs in {batch}")
     t0 = time.monotonic()
     spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
     sc = spark.sparkContext
     slices = task_slices(sc, len(seeds))
-    spec_d, where = spec.as_dict(), str(batch)
-    rdd = sc.parallelize(seeds, slices).map(lambda s: simulate(s, spec_d, where, batch_id))
+    where = str(batch)
+    rdd = sc.parallelize(seeds, slices).map(lambda s: simulate(s, spec, where, batch_id))
     progress.line(f"simulating on {sc.master} in {slices} task(s)")
     sims: list[dict[str, Any]] = []
     for sim in rdd.toLocalIterator(prefetchPartitions=True):
