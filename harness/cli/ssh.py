@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from harness.progress import Progress
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = sub.add_parser("ssh", help="the ssh backend's hosts: check, clean, hosts up/down")
     ssub = s.add_subparsers(dest="ssh_command", required=True, parser_class=sub._parser_class)
     ch = ssub.add_parser("check", help="connect to every host of a hosts file and check it "
@@ -39,11 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--quiet", action="store_true", help="no progress lines")
     down = hsub.add_parser("down", help="remove the containers a hosts file names")
     down.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+    return s
 
 
-def dispatch(args: argparse.Namespace) -> int | None:
-    if args.command != "ssh":
-        return None
+def run(args: argparse.Namespace) -> int:
     if args.ssh_command == "check":
         return _check(args.hosts)
     if args.ssh_command == "clean":
