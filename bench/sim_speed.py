@@ -50,7 +50,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     print(speed_line(), flush=True)
-    spec = SwarmSpec(protocol=args.protocol).as_dict()
+    spec = SwarmSpec.of(args.protocol)
     cpu, digests, ops = [], set(), 0
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:

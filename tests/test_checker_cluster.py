@@ -135,7 +135,7 @@ def test_swarm_runs_unchanged_on_the_cluster(standalone: str, tmp_path: Path) ->
     assert out.returncode in (0, 1) and out.stdout, out.stderr[-3000:]
     rows = {r["seed"]: r for r in json.loads(out.stdout)["rows"]}
     assert sorted(rows) == [5, 6, 7]
-    spec = SwarmSpec(protocol="0.10", time_limit=20.0).as_dict()
+    spec = SwarmSpec.of("0.10", time_limit=20.0)
     here = {seed: simulate(seed, spec, str(tmp_path / "local"), "local") for seed in rows}
     # The test session's checker, on its default master local[2].
     checked = {r.run_dir.resolve(): r for r in check([Path(h["run_dir"]) for h in here.values()])}

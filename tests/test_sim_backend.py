@@ -15,11 +15,12 @@ from conftest import ROOT
 from broker.broker_core import FlushAll, StoreEffect
 from broker.log import Record
 from broker.partition import AppendRecords, TruncateLog
-from broker.sim_cluster import MemoryStore
+from broker.sim_cluster import MemoryStore, Network
 from contract import FINAL_PROCESS
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
+from nemesis.schedule import parse_faults
 
 FILES = ["history.jsonl", "events.jsonl", "replicas/A/log.jsonl", "replicas/B/log.jsonl",
          "replicas/B/state.json"]
@@ -129,7 +130,7 @@ def test_final_read_converges_without_a_broker_that_halted_itself(tmp_path):
 
 # latest, acks all, min.insync.replicas 2, unclean election off: nothing acknowledged
 # may be lost, whatever the network does (no power cycles: docs/sim.md#swarm).
-SAFE = dict(protocol="latest", acks="all", faults="kill,pause,isolate",
+SAFE = dict(protocol="latest", acks="all", faults=parse_faults("kill,pause,isolate"),
             broker_config={"min.insync.replicas": 2, "unclean.leader.election.enable": False},
             time_limit=20.0)
 
@@ -137,7 +138,7 @@ SAFE = dict(protocol="latest", acks="all", faults="kill,pause,isolate",
 def _sim(tmp: Path, seed: int, **net: float) -> Path:
     from harness.sim.swarm import SwarmSpec, simulate
 
-    out = simulate(seed, SwarmSpec(**SAFE, **net).as_dict(), str(tmp), "net")
+    out = simulate(seed, SwarmSpec.of(**SAFE, network=Network(**net)), str(tmp), "net")
     assert out["error"] is None, out["error"]
     return Path(out["run_dir"])
 
@@ -158,13 +159,13 @@ def test_lost_and_duplicated_messages_are_seeded_and_lose_nothing_acked_under_la
     from checker.client import check
 
     plain = _sim(tmp_path / "plain", 3)
-    zero = _sim(tmp_path / "zero", 3, net_loss=0.0, net_duplicate=0.0)
+    zero = _sim(tmp_path / "zero", 3, loss=0.0, duplicate=0.0)
     # No message faults asked for: not one random number more, the same run.
     assert _files(zero) == _files(plain)
     assert "network" not in json.loads((plain / "run.json").read_text())
 
-    lossy = _sim(tmp_path / "lossy", 3, net_loss=0.05)
-    again = _sim(tmp_path / "again", 3, net_loss=0.05)
+    lossy = _sim(tmp_path / "lossy", 3, loss=0.05)
+    again = _sim(tmp_path / "again", 3, loss=0.05)
     assert _files(lossy) == _files(again)  # replayed byte for byte
     assert json.loads((lossy / "run.json").read_text())["network"] == {
         "loss": 0.05, "duplicate": 0.0}
@@ -179,7 +180,7 @@ def test_lost_and_duplicated_messages_are_seeded_and_lose_nothing_acked_under_la
                    if o["f"] == "send" and o["type"] == "info")
     assert unknown(lossy) > unknown(plain)
 
-    dup = _sim(tmp_path / "dup", 3, net_duplicate=0.05)
+    dup = _sim(tmp_path / "dup", 3, duplicate=0.05)
     assert any(e["type"] == "net-duplicated" and e["request"] == "produce"
                for e in _lines(dup / "events.jsonl"))
     values = [r["value"] for r in _lines(dup / "replicas" / "A" / "log.jsonl")]
@@ -211,12 +212,14 @@ def test_the_final_read_outlasts_a_lossy_network(tmp_path):
     from harness.sim.swarm import SwarmSpec, simulate
 
     safe = {k: v for k, v in SAFE.items() if k not in ("faults", "time_limit")}
-    cases = {4: SwarmSpec(**safe, faults="kill,pause,isolate", time_limit=20.0, net_loss=0.01),
-             11: SwarmSpec(**safe, faults="kill,stop,pause,isolate,halves,cut-controller",
-                           net_loss=0.01)}
+    lossy = Network(loss=0.01)
+    cases = {4: SwarmSpec.of(**safe, faults=parse_faults("kill,pause,isolate"),
+                             time_limit=20.0, network=lossy),
+             11: SwarmSpec.of(**safe, faults=parse_faults(
+                 "kill,stop,pause,isolate,halves,cut-controller"), network=lossy)}
     final = {}
     for seed, spec in cases.items():
-        out = simulate(seed, spec.as_dict(), str(tmp_path), "final")
+        out = simulate(seed, spec, str(tmp_path), "final")
         run = Path(out["run_dir"])
         assert out["error"] is None, out["error"]
         final[seed] = [o for o in _lines(run / "history.jsonl") if o["process"] == FINAL_PROCESS]

@@ -13,6 +13,7 @@ from conftest import ROOT
 
 from checker.client import check
 from harness.sim.swarm import SwarmSpec, draw_config, simulate
+from nemesis.schedule import parse_faults
 
 
 def _swarm(tmp: Path, *args: str) -> subprocess.CompletedProcess:
@@ -23,13 +24,13 @@ def _swarm(tmp: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_draws_follow_the_seed_and_keep_what_is_pinned():
-    spec = SwarmSpec(protocol="latest", faults="kill,pause", acks="all",
-                     broker_config={"min.insync.replicas": 2})
+    spec = SwarmSpec.of("latest", faults=parse_faults("kill,pause"), acks="all",
+                        broker_config={"min.insync.replicas": 2})
     a, b = draw_config(spec, 5), draw_config(spec, 5)
     assert a == b  # the seed alone decides
     assert [str(f) for f in a.faults] == ["kill", "pause"] and a.acks == "all"
     assert a.broker_config["min.insync.replicas"] == 2
-    drawn = {str(draw_config(SwarmSpec(protocol="0.10"), s).faults) for s in range(20)}
+    drawn = {str(draw_config(SwarmSpec.of("0.10"), s).faults) for s in range(20)}
     assert len(drawn) > 5  # unpinned, the fault mix varies from seed to seed
 
 
@@ -59,7 +60,7 @@ def test_swarm_finds_and_replays(tmp_path):
     # One seed again, alone, as a swarm task runs it (harness.sim.swarm.simulate): the
     # same run, byte for byte, and the same finding.
     seed = next(iter(found.values()))[0]
-    again = simulate(seed, SwarmSpec(protocol="0.10").as_dict(), str(tmp_path / "b"), "b")
+    again = simulate(seed, SwarmSpec.of("0.10"), str(tmp_path / "b"), "b")
     row1 = next(row for row in out["rows"] if row["seed"] == seed)
     run1, run2 = Path(row1["run_dir"]), Path(again["run_dir"])
     assert again["config"] == row1["config"]

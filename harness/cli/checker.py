@@ -17,10 +17,11 @@ from typing import Any
 from checker import client
 from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER, cds_archive, check_master, driver_log_path
+from harness.cli.common import interruptible
 from harness.errors import RunIncomplete, UsageError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = sub.add_parser("checker", help="the warm checker server: status, start, stop")
     csub = c.add_subparsers(dest="checker_command", required=True,
                             parser_class=sub._parser_class)
@@ -32,17 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     csub.add_parser("stop", help="stop the running server")
     csub.add_parser("setup", help="build the class-data archive Spark's JVM starts from "
                                   "(once per installation; a first check is then faster)")
-
-
-def add_no_server_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-server", action="store_true",
-                   help="check in this process, not on the warm checker server "
-                        "(also ISRLAB_CHECKER_SERVER=0)")
-
-
-def use_server(args: argparse.Namespace) -> bool | None:
-    """None (the default: the server where it applies) or False (--no-server)."""
-    return False if getattr(args, "no_server", False) else None
+    return c
 
 
 def _describe(info: dict[str, Any]) -> str:
@@ -61,9 +52,9 @@ def _setup() -> int:
     """Build the archive unless it exists, waiting for a builder already at work
     (a server that exited starts one). The first check on a machine without it
     starts its JVM ~3 s slower (bench/README.md, time to verdict)."""
+    # Only setup needs these: the other commands start without them.
     from checker import archive
     from checker.java import ensure_java
-    from harness.cli import _interruptible  # the check's own way to stay interruptible
 
     try:
         runtime = ensure_java()
@@ -77,7 +68,7 @@ def _setup() -> int:
           "(a check of a made-up run in a JVM that records them; about a minute) ...",
           flush=True)
     start = time.monotonic()
-    built = _interruptible(archive.build, wait=True)
+    built = interruptible(archive.build, wait=True)
     if not target.is_file():
         raise RunIncomplete("checker setup: the JVM wrote no class-data archive "
                             f"(its log: {driver_log_path()})")
@@ -87,9 +78,7 @@ def _setup() -> int:
     return 0
 
 
-def dispatch(args: argparse.Namespace) -> int | None:
-    if args.command != "checker":
-        return None
+def run(args: argparse.Namespace) -> int:
     if args.checker_command == "setup":
         return _setup()
     if args.checker_command == "status":

@@ -27,7 +27,7 @@ from checker.errors import CheckerError
 from contract import ANOMALY_KINDS, HISTORY
 from harness.chaos.export import export_scenario, found_kinds
 from harness.chaos.runs import ChaosConfig, chaos_run
-from harness.cli import checker as cli_checker
+from harness.cli.common import add_no_server_flag, use_server
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.rundir import read_meta
@@ -44,19 +44,16 @@ from harness.sim.shrink import (
 from workloads.history import count_ops
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = sub.add_parser("shrink", help="a sim chaos run's anomaly in a smaller schedule, "
                                       "as a scenario YAML")
     s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     s.add_argument("--kind", choices=ANOMALY_KINDS,
                    help="the anomaly kind to keep (default: the first the run shows)")
     s.add_argument("--out", type=Path, metavar="FILE", help="default: ./<name>.yaml")
-    cli_checker.add_no_server_flag(s)
+    add_no_server_flag(s)
     s.add_argument("--quiet", action="store_true", help="no progress lines")
-
-
-def dispatch(args: argparse.Namespace) -> int | None:
-    return cmd_shrink(args) if args.command == "shrink" else None
+    return s
 
 
 class Shrinker:
@@ -126,18 +123,18 @@ def _size(c: Candidate) -> str:
             f"{c.rate:g}/s, {c.consumers} consumer(s), final read at {c.final_read_at():.1f}s")
 
 
-def cmd_shrink(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     run_dir = args.run_dir.resolve()
     meta = read_meta(run_dir)
     cfg = config_of(meta)
     progress = Progress(sys.stdout, quiet=args.quiet)
-    use_server = cli_checker.use_server(args)
+    server = use_server(args)
     found = found_kinds(run_dir)
     try:
         if not found:  # not checked yet (or nothing found: the check says so again)
             progress.line(f"checking {run_dir} first")
             found = sorted({a["kind"] for a in client.check([run_dir],
-                                                            use_server=use_server)[0].anomalies})
+                                                            use_server=server)[0].anomalies})
         if not found:
             raise UsageError(f"{run_dir} shows no anomaly: nothing to keep while shrinking")
         kind = args.kind or found[0]
@@ -148,7 +145,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         progress.line(f"shrinking {run_dir.name} ({_size(first)}, {before} ops), "
                       f"keeping {kind}; candidates in {run_dir.name}-shrink/")
         network = Network(**(meta.get("network") or {}))
-        shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, use_server,
+        shrinker = Shrinker(run_dir, cfg, int(meta["seed"]), kind, progress, server,
                             network)
         best, best_dir = shrinker.run(first, run_dir)
     except CheckerError as e:

@@ -13,11 +13,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.backends.hostsfile import load_hosts
+from harness.backends.spec import ClusterSpec
 from harness.errors import HarnessError
 from harness.progress import Progress
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = sub.add_parser("ssh", help="the ssh backend's hosts: check, clean, hosts up/down")
     ssub = s.add_subparsers(dest="ssh_command", required=True, parser_class=sub._parser_class)
     ch = ssub.add_parser("check", help="connect to every host of a hosts file and check it "
@@ -39,11 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--quiet", action="store_true", help="no progress lines")
     down = hsub.add_parser("down", help="remove the containers a hosts file names")
     down.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+    return s
 
 
-def dispatch(args: argparse.Namespace) -> int | None:
-    if args.command != "ssh":
-        return None
+def run(args: argparse.Namespace) -> int:
     if args.ssh_command == "check":
         return _check(args.hosts)
     if args.ssh_command == "clean":
@@ -62,9 +63,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 
 def _check(hosts_path: Path) -> int:
-    from harness.backends.base import ClusterSpec
-    from harness.backends.hostsfile import load_hosts
-    from harness.backends.ssh import SshBackend
+    from harness.backends.ssh import SshBackend  # paramiko only for those who use it
 
     hf = load_hosts(hosts_path)
     brokers = [h.node for h in hf.brokers]
@@ -82,7 +81,7 @@ def _check(hosts_path: Path) -> int:
 
 
 def _clean(hosts_path: Path, force: bool) -> int:
-    from harness.backends.ssh_clean import clean_hosts
+    from harness.backends.ssh_clean import clean_hosts  # paramiko, as above
 
     sweeps = clean_hosts(hosts_path, force=force)
     errors = []

@@ -20,86 +20,79 @@ A CLI module: it wires the harness to the checker (tests/test_layering.py).
 from __future__ import annotations
 
 import argparse
-import json
-import secrets
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checker.spark import DEFAULT_MASTER, get_session, task_slices
+from broker.sim_cluster import Network
+from checker.spark import get_session, task_slices
 from contract import PROTOCOLS
-from harness.chaos.runs import parse_sets, parse_time_limit
-from harness.cli import chaos as cli_chaos
-from harness.cli.chaos import ACKS, _positive_float, _positive_int, _set_item, _type
+from harness.chaos.runs import parse_sets
+from harness.cli.common import (
+    acks_of,
+    add_chaos_flags,
+    add_master_flag,
+    add_network_flags,
+    add_output_flags,
+    add_runs_dir_flag,
+    add_runs_flag,
+    add_seed_flag,
+    add_time_limit_flag,
+    chaos_exit_code,
+    check_batch_or_exit,
+    new_batch,
+    positive_float,
+    print_json,
+    progress_of,
+    report_of,
+    typed,
+)
 from harness.errors import UsageError
-from harness.progress import Progress
-from harness.sim.swarm import SwarmSpec, simulate
-from nemesis.schedule import FAULT_NAMES, parse_faults
+from harness.sim.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
 from reports.render import INDEX
 
 SWARM = "swarm"
 
 
-def _faults(text: str) -> str:
-    parse_faults(text)  # refused at parse time, before anything starts
-    return text
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    cli = cli_chaos._cli()
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = sub.add_parser("swarm", help="simulated chaos runs with randomized configurations, "
                                      "spread over Spark tasks and checked in one batch")
     s.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    s.add_argument("--runs", type=_type(_positive_int), required=True, metavar="N")
-    s.add_argument("--seed", type=cli._seed, default=0,
-                   help="seeds S..S+N-1, one run each (default 0)")
-    s.add_argument("--master", help=f"Spark master (default: embedded {DEFAULT_MASTER}); "
-                                    "local[*] or spark://HOST:PORT")
-    s.add_argument("--faults", type=_type(_faults), metavar="FAULT[:TARGET],...",
-                   help=f"pin the fault mix ({', '.join(FAULT_NAMES)}); default: each run "
-                        "draws its own")
-    s.add_argument("--acks", choices=sorted(ACKS), help="pin acks (default: drawn per run)")
-    s.add_argument("--set", dest="sets", action="append", default=[], type=_type(_set_item),
-                   metavar="KEY=VALUE", help="pin a broker or controller config key "
-                                             "(repeatable); the others are drawn per run")
-    s.add_argument("--time-limit", type=_type(parse_time_limit), default=60.0,
-                   metavar="DURATION", help="virtual time of faults per run (default 60s)")
-    s.add_argument("--rate", type=_type(_positive_float), default=10.0,
-                   help="records per second per run (default 10)")
-    s.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    cli.add_network_flags(s)
-    cli._output_flags(s)
+    add_runs_flag(s, default=None, required=True)
+    add_seed_flag(s, "seeds S..S+N-1, one run each (default 0)", default=0)
+    add_master_flag(s)
+    add_chaos_flags(s, drawn=True)
+    add_time_limit_flag(s, default=SWARM_DEFAULTS["time_limit"])
+    s.add_argument("--rate", type=typed(positive_float), default=SWARM_DEFAULTS["rate"],
+                   help=f"records per second per run (default {SWARM_DEFAULTS['rate']:g})")
+    add_runs_dir_flag(s)
+    add_network_flags(s)
+    add_output_flags(s)
+    return s
 
 
-def dispatch(args: argparse.Namespace) -> int | None:
-    return cmd_swarm(args) if args.command == SWARM else None
-
-
-def cmd_swarm(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     broker_cfg, controller_cfg = parse_sets(args.sets)
-    spec = SwarmSpec(protocol=args.protocol, time_limit=args.time_limit, faults=args.faults,
-                     acks=ACKS[args.acks] if args.acks else None, broker_config=broker_cfg,
-                     controller_config=controller_cfg, rate=args.rate,
-                     net_loss=args.net_loss, net_duplicate=args.net_duplicate)
+    spec = SwarmSpec.of(args.protocol, time_limit=args.time_limit, faults=args.faults,
+                        acks=acks_of(args), broker_config=broker_cfg,
+                        controller_config=controller_cfg, rate=args.rate,
+                        network=Network(args.net_loss, args.net_duplicate))
     if args.master is not None and args.master.startswith("sc://"):
         raise UsageError("isrlab swarm runs its simulations as Spark tasks, which Spark "
                          "Connect (sc://) does not offer; give local[N] or spark://HOST:PORT")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    batch_id = f"{stamp}-{SWARM}-{args.protocol}-{secrets.token_hex(3)}"
-    batch = (args.runs_dir / batch_id).resolve()
+    batch = new_batch(args.runs_dir, f"{SWARM}-{args.protocol}").resolve()
+    batch_id = batch.name
     batch.mkdir(parents=True)
-    progress = Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
+    progress = progress_of(args)
     seeds = list(range(args.seed, args.seed + args.runs))
-    progress.line(f"swarm: {args.runs} simulated run(s) of {spec.time_limit:g}s under "
+    progress.line(f"swarm: {args.runs} simulated run(s) of {spec.base.time_limit:g}s under "
                   f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]}; runs in {batch}")
     t0 = time.monotonic()
     spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
     sc = spark.sparkContext
     slices = task_slices(sc, len(seeds))
-    spec_d, where = spec.as_dict(), str(batch)
-    rdd = sc.parallelize(seeds, slices).map(lambda s: simulate(s, spec_d, where, batch_id))
+    where = str(batch)
+    rdd = sc.parallelize(seeds, slices).map(lambda s: simulate(s, spec, where, batch_id))
     progress.line(f"simulating on {sc.master} in {slices} task(s)")
     sims: list[dict[str, Any]] = []
     for sim in rdd.toLocalIterator(prefetchPartitions=True):
@@ -112,7 +105,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     for sim in sims:
         if sim["error"]:
             progress.line(f"seed {sim['seed']}: the run did not complete: {sim['error']}")
-    results = cli_chaos.check_batch_or_exit(
+    results = check_batch_or_exit(
         [Path(s["run_dir"]) for s in sims], batch / INDEX, progress, batch,
         master=args.master, use_server=False, reports_for_findings=True, render_on=sc)
     if isinstance(results, int):
@@ -128,7 +121,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             found.setdefault(k, []).append(sim["seed"])
         rows.append({"seed": sim["seed"], "run_dir": sim["run_dir"],
                      "verdict": r.verdict if r is not None else None, "kinds": kinds,
-                     "report": cli_chaos._report(r) if r is not None else None,
+                     "report": report_of(r) if r is not None else None,
                      "config": sim["config"]})
         if kinds and not args.json:
             print(f"seed {sim['seed']}: {', '.join(kinds)} ({_config_line(sim['config'])})\n"
@@ -142,10 +135,10 @@ def cmd_swarm(args: argparse.Namespace) -> int:
                "runs_per_minute": round(len(sims) / total * 60, 1),
                "ops": sum(s.get("ops", 0) for s in sims),
                "index": str(batch / INDEX), "rows": rows}
-    code = cli_chaos.chaos_exit_code(results, [])
+    code = chaos_exit_code(results, [])
     summary["exit_code"] = code
     if args.json:
-        print(json.dumps(summary, default=str))
+        print_json(summary)
     else:
         kinds = "; ".join(f"{k} in {len(v)} seed(s)" for k, v in sorted(found.items()))
         print(f"found: {kinds or 'nothing'} ({len(sims)} runs, {total:.1f}s, "

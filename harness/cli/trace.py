@@ -12,35 +12,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from contract import PROTOCOLS
-from harness.cli import chaos as cli_chaos
+from harness.cli.common import add_output_flags, add_runs_dir_flag, add_seed_flag
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
 from harness.sim.trace import read_trace, table
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    cli = cli_chaos._cli()
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     t = sub.add_parser("trace", help="a scenario on the simulator, fetch round by fetch "
                                      "round: each replica's LEO and HW, the leader's view")
     t.add_argument("scenario", metavar="NAME|PATH")
     t.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    t.add_argument("--seed", type=cli._seed, default=0, help="default 0")
+    add_seed_flag(t, "default 0", default=0)
     t.add_argument("--variant", help="this variant of the scenario (default: its first)")
     t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
     t.add_argument("--partition", type=int, help="... and partition")
-    t.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    cli._output_flags(t)
+    add_runs_dir_flag(t)
+    add_output_flags(t)
+    return t
 
 
-def dispatch(args: argparse.Namespace) -> int | None:
-    return cmd_trace(args) if args.command == "trace" else None
-
-
-def cmd_trace(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(find_scenario(args.scenario), args.variant)
     topic = args.topic or scenario.workload["topic"]
     part = args.partition if args.partition is not None else scenario.workload["partition"]

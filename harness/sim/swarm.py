@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,55 +48,75 @@ CONTROLLER_DRAWS: dict[str, list[Any]] = {
 SALT = 0x5EED  # the config draw's stream, apart from the schedule's (same seed)
 
 
-@dataclass
-class SwarmSpec:
-    """What a swarm fixes for every run; everything else each run draws."""
+# What every run of a swarm has unless the user pins otherwise: the time limit and
+# the workload -- `rate` records/s, one record per request, and a consumer polling
+# every `poll_interval` s: a 60 s run has ~850 ops.
+SWARM_DEFAULTS: dict[str, Any] = {"time_limit": 60.0, "rate": 10.0, "producers": 2,
+                                  "consumers": 1, "batch": 1, "poll_interval": 0.25}
+PINNABLE = ("faults", "acks")  # drawn per run unless pinned
 
-    protocol: str
-    time_limit: float = 60.0
-    faults: str | None = None  # "kill,pause" pins the mix; None: drawn per run
-    acks: int | str | None = None  # None: drawn per run
-    broker_config: dict[str, Any] = field(default_factory=dict)
-    controller_config: dict[str, Any] = field(default_factory=dict)
-    # The workload of every run: `rate` records/s, one record per request, and a
-    # consumer polling every `poll_interval` s: a 60 s run has ~850 ops.
-    rate: float = 10.0
-    consumers: int = 1
-    producers: int = 2
-    poll_interval: float = 0.25
-    # Message faults of every run (broker.sim_cluster.Network; not drawn: a seed's
-    # run without them is what it always was).
-    net_loss: float = 0.0
-    net_duplicate: float = 0.0
+
+@dataclass(frozen=True)
+class SwarmSpec:
+    """What a swarm fixes for every run; everything else each run draws (draw_config).
+
+    `base` is the ChaosConfig every run starts from: its protocol, time limit and
+    workload hold for every run, and the keys of its broker and controller configs
+    are pinned (the others drawn). Its faults and acks hold only where `pinned`
+    names them; its brokers, partitions and fault timing are always drawn."""
+
+    base: ChaosConfig
+    pinned: frozenset[str] = frozenset()  # of PINNABLE
+    # Message faults of every run (not drawn: a seed's run without them is what it
+    # always was).
+    network: Network = Network()
+
+    @classmethod
+    def of(cls, protocol: str, *, faults: list[FaultSpec] | None = None,
+           acks: int | str | None = None, network: Network | None = None,
+           **fields: Any) -> SwarmSpec:
+        """The spec that pins `faults` and `acks` unless None (then each run draws
+        them); `fields`: other ChaosConfig fields (time_limit, rate, broker_config,
+        ...) over SWARM_DEFAULTS."""
+        pins = {k: v for k, v in (("faults", faults), ("acks", acks)) if v is not None}
+        base = ChaosConfig(**{**SWARM_DEFAULTS, "faults": [], **fields, **pins,
+                              "protocol": protocol})
+        return cls(base, frozenset(pins), network or Network())
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """What every run has (None: drawn per run), for the swarm's summary."""
+        b = self.base
+        return {"protocol": b.protocol, "time_limit": b.time_limit,
+                "faults": ",".join(map(str, b.faults)) if "faults" in self.pinned else None,
+                "acks": b.acks if "acks" in self.pinned else None,
+                "broker_config": b.broker_config, "controller_config": b.controller_config,
+                "rate": b.rate, "consumers": b.consumers, "producers": b.producers,
+                "poll_interval": b.poll_interval, "net_loss": self.network.loss,
+                "net_duplicate": self.network.duplicate}
 
 
 def draw_config(spec: SwarmSpec, seed: int) -> ChaosConfig:
     """Run `seed`'s configuration: what the spec pins, the rest drawn from the seed."""
     rng = random.Random(seed ^ SALT)
-    if spec.faults is not None:
-        faults: list[FaultSpec] = parse_faults(spec.faults)
+    base = spec.base
+    if "faults" in spec.pinned:
+        faults: list[FaultSpec] = list(base.faults)
     else:
         faults = parse_faults(",".join(rng.sample(FAULT_POOL, rng.randint(1, 4))))
     broker = {k: rng.choice(v) for k, v in BROKER_DRAWS.items()}
-    broker.update(spec.broker_config)
+    broker.update(base.broker_config)
     controller = {k: rng.choice(v) for k, v in CONTROLLER_DRAWS.items()}
-    controller.update(spec.controller_config)
+    controller.update(base.controller_config)
     # Two brokers (replication factor 2: every fault of one leaves a single replica,
     # and alternating faults make the unclean elections of KAFKA-6361/KIP-279).
     brokers = rng.choice([2, 3, 3, 4])
     # Replicas rotate over the brokers (ChaosConfig.topics, replication factor 3):
     # with 4 brokers, 2 partitions give every broker a replica to host.
     partitions = rng.choice([1, 2]) if brokers <= 3 else 2
-    acks = spec.acks if spec.acks is not None else rng.choice(["all", "all", 1])
-    return ChaosConfig(
-        protocol=spec.protocol, time_limit=spec.time_limit, faults=faults, acks=acks,
-        broker_config=broker, controller_config=controller, brokers=brokers,
-        partitions=partitions, producers=spec.producers, consumers=spec.consumers,
-        rate=spec.rate, batch=1, poll_interval=spec.poll_interval,
-        interval=rng.uniform(1.0, 4.0),
+    acks = base.acks if "acks" in spec.pinned else rng.choice(["all", "all", 1])
+    return replace(
+        base, faults=faults, acks=acks, broker_config=broker, controller_config=controller,
+        brokers=brokers, partitions=partitions, interval=rng.uniform(1.0, 4.0),
         duration=rng.uniform(0.5, 4.0), quiet=rng.uniform(0.5, 2.0),
         overlap=rng.choice([0.0, 0.5, 0.9]))
 
@@ -110,18 +130,17 @@ def describe(cfg: ChaosConfig) -> dict[str, Any]:
             "overlap": cfg.overlap}
 
 
-def simulate(seed: int, spec: dict[str, Any], runs_dir: str, batch: str) -> dict[str, Any]:
+def simulate(seed: int, spec: SwarmSpec, runs_dir: str, batch: str) -> dict[str, Any]:
     """One swarm run on the sim backend (what a Spark task does per seed); its run
     directory under runs_dir. Returns where it is and how it ended."""
-    sw = SwarmSpec(**spec)
-    cfg = draw_config(sw, seed)
+    cfg = draw_config(spec, seed)
     scenario, meta = chaos_run(cfg, seed)
     meta["chaos"].update(batch=batch)
     meta["swarm"] = {"seed": seed, "batch": batch, "config": describe(cfg)}
     t0 = time.perf_counter()
     rec = run_scenario(scenario, RunOptions(
-        protocol=sw.protocol, backend="sim", seed=seed, runs_dir=Path(runs_dir), meta=meta,
-        backend_options={"network": Network(sw.net_loss, sw.net_duplicate)}),
+        protocol=cfg.protocol, backend="sim", seed=seed, runs_dir=Path(runs_dir), meta=meta,
+        backend_options={"network": spec.network}),
         Progress(quiet=True))
     ops = count_ops(rec.run_dir / HISTORY)
     return {"seed": seed, "run_dir": str(rec.run_dir),

@@ -1,0 +1,133 @@
+"""`isrlab check PATH...`: check run directories with the Spark checker.
+
+Exit status: the verdicts of docs/anomalies.md (0 valid, 1 invalid or not
+reproduced, 3 incomplete, 2 a run that could not be read;
+checker.verdict.batch_exit_code) -- the CI gate. A run still marked running
+whose harness was killed is collected first (harness.run.collect), as `isrlab
+collect` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from checker import client
+from checker.api import write_junit
+from checker.errors import CheckerError
+from checker.rundir import discover
+from checker.spark import check_master
+from checker.verdict import INCOMPLETE, batch_exit_code
+from contract import CHECK, REPORT_HTML, RUNNING
+from harness.cli.common import (
+    add_master_flag,
+    add_no_server_flag,
+    add_output_flags,
+    anomaly_line,
+    interruptible,
+    judged,
+    print_json,
+    progress_of,
+    render_report,
+    say_truncated,
+    use_server,
+)
+from harness.errors import UsageError, one_line
+from harness.progress import Progress
+from harness.run.collect import collect_crashed, owner_gone
+from harness.run.rundir import read_meta, run_status
+from reports.render import INDEX, render_index
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    c = sub.add_parser("check", help="check run directories with the Spark checker")
+    c.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    add_master_flag(c)
+    c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
+    c.add_argument("--results", type=Path, metavar="DIR",
+                   help="append every run's results to this Parquet table (trend pages)")
+    c.add_argument("--index", type=Path, metavar="FILE",
+                   help="write the batch's index page here (default: PATH/index.html "
+                        "when one tree of several runs is checked)")
+    c.add_argument("--no-report", action="store_true", help="skip the HTML reports")
+    add_output_flags(c)
+    add_no_server_flag(c)
+    return c
+
+
+def run(args: argparse.Namespace) -> int:
+    # Paths may be run directories or trees of them; the checker finds the runs.
+    for p in args.paths:
+        if not p.exists():
+            raise UsageError(f"no such run directory: {p}")
+    progress = progress_of(args)
+    try:
+        run_dirs = discover(list(args.paths))
+        check_master(args.master)  # before a crashed run is collected for nothing
+        _collect_crashed_runs(run_dirs, progress)
+        results = interruptible(client.check, list(args.paths), master=args.master,
+                                progress=progress.line, use_server=use_server(args))
+    except CheckerError as e:
+        print(f"isrlab: {one_line(e)}", file=sys.stderr)
+        return e.exit_code
+    if not results:
+        where = ", ".join(map(str, args.paths))
+        raise UsageError(f"no run directory (with run.json) under {where}")
+    for r in results:
+        if r.error is not None:  # set aside, the rest of the batch checked
+            print(f"isrlab: {r.error}", file=sys.stderr)
+            # No report: the run was not checked, and an earlier one would not say so.
+            (r.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
+    say_truncated(results)
+    results = [judged(r) for r in results]
+    if args.results is not None:
+        try:
+            client.append_results(results, args.results, master=args.master,
+                                  progress=progress.line, use_server=use_server(args))
+        except CheckerError as e:
+            print(f"isrlab: {one_line(e)}", file=sys.stderr)
+            return e.exit_code
+    checked = [r for r in results if r.error is None]
+    reports = {}
+    if not args.no_report:
+        progress.line(f"rendering {len(checked)} report(s)")
+        reports = {r.run_id: render_report(r.run_dir) for r in checked}
+        index = args.index
+        if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
+            index = args.paths[0] / INDEX
+        if index is not None:
+            progress.line(f"index: {render_index([r.summary for r in results], index)}")
+    if args.junit is not None:
+        write_junit(results, args.junit)
+    if args.json:
+        print_json({"runs": [{**r.summary, "report": reports.get(r.run_id)} for r in results]})
+    else:
+        for r in results:
+            print(f"{r.verdict:15} {r.run_dir}")
+            if r.verdict == INCOMPLETE:
+                print(f"  the run did not finish (status {r.status}): only what it recorded "
+                      "was checked")
+            for a in r.anomalies:
+                print(f"  {anomaly_line(a)}")
+            for m in r.summary.get("assertions_failed") or []:
+                print(f"  {m}")
+            if r.unjudged:
+                print(f"  not judged: {', '.join(r.unjudged)} (expected; not in what the "
+                      "run recorded)")
+    return batch_exit_code(r.verdict for r in results)
+
+
+def _collect_crashed_runs(run_dirs: list[Path], progress: Progress) -> None:
+    """Collect every run among run_dirs still marked "running" whose harness is gone
+    (harness.run.collect.collect_crashed), saying so on stderr; refuse (UsageError,
+    nothing touched) if any of them is still going or cannot be checked from here."""
+    # A run.json the checker cannot read is the checker's to report, with its line.
+    running = [r for r in run_dirs if run_status(r) == RUNNING]
+    for r in running:
+        owner_gone(r, read_meta(r))  # all refused before any is touched
+    for r in running:
+        done = collect_crashed(r, say=lambda m: progress.line(f"  {m}"))
+        if done is not None:
+            print(f"isrlab: run {r} had crashed ({done.why}): collected its replicas from "
+                  "the brokers' data; checking what it recorded", file=sys.stderr)

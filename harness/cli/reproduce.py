@@ -1,0 +1,264 @@
+"""`isrlab reproduce NAME|PATH --protocol V`: run one scenario and check it.
+
+`reproduce` answers "did the protocol keep its guarantees in this run?": 1 when
+the run shows any consistency anomaly or its verdict is not valid, 0 when it is
+clean, 3 for a run that did not finish, 2 for one the checker could not read
+(docs/exit-codes.md). `--runs N` runs it N times and checks them in one batch
+("reproduced k/N"); `--all-variants`, or `--runs N` of a scenario with variants
+or figure assertions, runs its variants as cells (one verdict line per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+from checker import client
+from checker.api import RunResult
+from checker.errors import CheckerError
+from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
+from contract import PROTOCOLS
+from harness.cli.common import (
+    RUNS_INDEX,
+    CheckInterrupted,
+    add_backend_flag,
+    add_base_image_flag,
+    add_hosts_flag,
+    add_network_flags,
+    add_no_server_flag,
+    add_output_flags,
+    add_port_flag,
+    add_runs_dir_flag,
+    add_runs_flag,
+    add_seed_flag,
+    anomaly_line,
+    backend_options,
+    check_batch_or_exit,
+    interruptible,
+    judged,
+    new_batch,
+    print_json,
+    progress_of,
+    render_report,
+    reproduced_exit_code,
+    run_cells,
+    say_truncated,
+    stamp,
+    use_server,
+)
+from harness.errors import Interrupted, UsageError, one_line
+from harness.run.runner import RunOptions, RunRecord, run_scenario
+from harness.scenario.loader import all_variants, find_scenario, load_scenario
+from reports.render import INDEX
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    r = sub.add_parser("reproduce", help="run one scenario and check it")
+    r.add_argument("scenario", metavar="NAME|PATH")
+    r.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    add_backend_flag(r)
+    add_seed_flag(r, "an integer >= 0 (default: random)")
+    add_runs_dir_flag(r)
+    add_port_flag(r, "local: the port of every node (one 127.0.0.x address each); "
+                     "docker: the first of one host port per node (P..P+brokers)")
+    add_hosts_flag(r)
+    add_base_image_flag(r, "docker: build the broker image on this base (e.g. "
+                           "python:3.11-slim) instead of the debootstrapped one")
+    add_network_flags(r)
+    add_output_flags(r)
+    add_runs_flag(r, "run it N times, check them in one batch, print k/N reproduced")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--variant", metavar="X", help="run this variant of the scenario "
+                                                  "(default: the first it declares)")
+    g.add_argument("--all-variants", action="store_true",
+                   help="run every variant, checked in one batch, one verdict line each")
+    add_no_server_flag(r)
+    return r
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.all_variants:
+        return reproduce_variants(args)
+    if args.runs > 1:
+        scenario = load_scenario(find_scenario(args.scenario), args.variant)
+        if scenario.variants or scenario.assertions:
+            return reproduce_variants(args)
+        return reproduce_runs(args)
+    return reproduce_one(args)
+
+
+def reproduce_one(args: argparse.Namespace) -> int:
+    scenario = load_scenario(find_scenario(args.scenario), args.variant)
+    progress = progress_of(args)
+    options = backend_options(args)
+    # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
+    client.prestart(use_server=use_server(args))
+    record = run_scenario(
+        scenario,
+        RunOptions(protocol=args.protocol, backend=args.backend, seed=args.seed,
+                   runs_dir=args.runs_dir, backend_options=options),
+        progress,
+    )
+    summary: dict[str, Any] = {
+        "run_id": record.run_id, "run_dir": str(record.run_dir), "scenario": scenario.name,
+        "protocol": args.protocol, "backend": args.backend,
+        "expect": scenario.expect_for(args.protocol), "elapsed_s": round(record.elapsed, 3),
+    }
+    if record.error is not None:
+        return _finish(args, summary, record.error.exit_code, error=str(record.error),
+                       incomplete=True)
+    progress.line("checking ...")
+    try:
+        result = interruptible(client.check, [record.run_dir],
+                               progress=lambda m: progress.line(f"  {m}"),
+                               use_server=use_server(args))[0]
+    except CheckerError as e:
+        return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
+    except CheckInterrupted as e:
+        return _finish(args, summary, e.exit_code, error=str(e))
+    if result.error is not None:  # the checker could not read what the run wrote
+        return _finish(args, summary, result.exit_code, error=f"checker: {result.error}")
+    say_truncated([result])
+    result = judged(result)
+    failed = result.summary.get("assertions_failed") or []
+    report = render_report(record.run_dir)
+    code = reproduce_exit_code(result)
+    summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
+                   unexpected=result.unexpected, missing=result.missing,
+                   report=str(report) if report else None, variant=scenario.variant,
+                   assertions_failed=failed)
+    if not args.json:
+        print(f"verdict: {result.verdict}{_verdict_gloss(result)}")
+        for a in summary["anomalies"]:
+            print(f"  {anomaly_line(a)}")
+        for m in failed:
+            print(f"  {m}")
+        print(f"run: {record.run_dir}")
+        if report:
+            print(f"report: {report}")
+    return _finish(args, summary, code)
+
+
+def reproduce_exit_code(result: RunResult) -> int:
+    """1 if the run shows a consistency anomaly (expected or not) or is not valid;
+    but 3 for a run that did not finish (verdict incomplete) and 2 for one the
+    checker could not read (error), as for `check`."""
+    if result.verdict in (INCOMPLETE, ERROR):
+        return EXIT_CODES[result.verdict]
+    return 1 if result.anomalies or result.verdict != VALID else 0
+
+
+def _verdict_gloss(result: RunResult) -> str:
+    if result.verdict == INCOMPLETE:
+        return (f" (the run did not finish: status {result.status}; only what it recorded "
+                "was checked)")
+    if result.verdict != VALID:
+        return ""
+    if result.anomalies:
+        return " (the anomalies this scenario documents for this version reproduced)"
+    return " (no anomaly: the protocol kept its guarantees)"
+
+
+def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
+            error: str | None = None, incomplete: bool = False) -> int:
+    summary["exit_code"] = code
+    if error is not None:
+        summary["error"] = error
+        print(f"isrlab: {error}", file=sys.stderr)
+        if not args.json:
+            print(f"run: {summary['run_dir']}{' (incomplete)' if incomplete else ''}")
+    if args.json:
+        print_json(summary)
+    return code
+
+
+def _plain(x: Any) -> Any:
+    """Checker objects (dataclasses or dicts) as JSON-able data."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+# -- --runs N ------------------------------------------------------------------
+
+
+def reproduce_runs(args: argparse.Namespace) -> int:
+    """The scenario N times, checked in one batch; "reproduced k/N": the runs whose
+    verdict is valid (every expected kind found, nothing unexpected)."""
+    scenario = load_scenario(find_scenario(args.scenario))
+    progress = progress_of(args)
+    options = backend_options(args)
+    batch = args.runs_dir / f"{stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
+    records: list[RunRecord] = []
+    for i in range(args.runs):
+        progress.line(f"run {i + 1}/{args.runs}")
+        record = run_scenario(scenario, RunOptions(
+            protocol=args.protocol, backend=args.backend, seed=args.seed, runs_dir=batch,
+            backend_options=options), progress)
+        records.append(record)
+        if isinstance(record.error, Interrupted):
+            print(f"isrlab: interrupted during run {i + 1}/{args.runs}; the runs are in "
+                  f"{batch}: `isrlab check {batch}` checks them", file=sys.stderr)
+            return record.error.exit_code
+    results = check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+                                  use_server=use_server(args))
+    if isinstance(results, int):
+        return results
+    k = sum(r.verdict == VALID for r in results)
+    expected = scenario.expect_for(args.protocol)
+    if args.json:
+        print_json({"scenario": scenario.name, "protocol": args.protocol,
+                    "expect": expected, "reproduced": k, "runs": args.runs,
+                    "index": str(batch / INDEX),
+                    "results": [{"run_dir": str(r.run_dir), "verdict": r.verdict,
+                                 "found": r.summary.get("found") or {}}
+                                for r in results]})
+    else:
+        for r in results:
+            kinds = ", ".join(sorted(r.summary.get("found") or {})) or "no anomaly"
+            print(f"{r.verdict:15} {kinds:30} {r.run_dir}")
+        print(f"reproduced {k}/{args.runs} (expect under {args.protocol}: "
+              f"{', '.join(expected) or 'no anomaly'})")
+        print(f"index: {batch / INDEX}")
+    return reproduced_exit_code((r.anomalies, r.verdict) for r in results)
+
+
+# -- --all-variants, or --runs N with variants or assertions ---------------------
+
+
+def reproduce_variants(args: argparse.Namespace) -> int:
+    """The scenario's variants (all, or the one chosen) under one version, N runs
+    each, checked in one batch; one verdict line per run."""
+    base = load_scenario(find_scenario(args.scenario), args.variant)
+    rows = all_variants(base) if args.all_variants else [base]
+    if args.base_image:
+        raise UsageError("--base-image is not supported with --all-variants or --runs here; "
+                         "build the image first (isrlab docker build --base-image IMAGE)")
+    progress = progress_of(args)
+    batch = new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
+    args.seed = args.seed if args.seed is not None else 0
+    cells = run_cells(rows, [args.protocol], args.runs, batch, args, progress)
+    if isinstance(cells, int):
+        return cells
+    outcomes = [(c, o) for c in cells for o in c.outcomes]
+    if args.json:
+        print_json({"scenario": base.name, "protocol": args.protocol, "batch": str(batch),
+                    "runs": [{"variant": c.row, "run_dir": str(o["run_dir"]),
+                              "verdict": o["verdict"], "found": o["found"],
+                              "assertions": o["messages"]} for c, o in outcomes]})
+    else:
+        for c, o in outcomes:
+            want = next(r for r in rows if r.run_name == c.row).expect_for(args.protocol)
+            found = ", ".join(o["found"]) or "no anomaly"
+            print(f"{c.row}: verdict {o['verdict']} (found {found}; expected "
+                  f"{', '.join(want) or 'no anomaly'})  {o['run_dir']}")
+            for m in o["messages"]:
+                print(f"  {m}")
+        print(f"index: {batch / RUNS_INDEX}")
+    return reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)
