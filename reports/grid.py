@@ -125,8 +125,7 @@ def ghost_cell(facts: RunFacts, broker: str, part: str, off: int) -> Cell:
     """What `broker` held at `off` before it lost it: the last truncation that removed
     the offset (with the record, when the event lists it), else the power cycle
     after which it restarted below the offset."""
-    trs = [tr for tr in facts.truncs.get(part, {}).get(broker, []) if facts.removes(tr, off)]
-    pcs = [(pc, st) for pc, st, leo in facts.power_losses(broker, part, -1, None) if leo <= off]
+    trs, pcs = facts.offset_losses(broker, part, off)
     last_tr = trs[-1] if trs else None
     last_pc = pcs[-1][0] if pcs else None
     if last_tr is not None and (last_pc is None or (last_tr.time or 0) >= (last_pc.time or 0)):

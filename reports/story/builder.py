@@ -62,10 +62,9 @@ class _Builder:
         the last truncation or power cycle that took the offset away, else the fault
         that kept it away while the record was written."""
         f, node, part = self.f, el.leader, el.part
-        trs = [(time_ns(tr.time), "truncate", tr) for tr in f.truncs.get(part, {}).get(node, [])
-               if time_ns(tr.time) < el.time and f.removes(tr, offset)]
-        pcs = [(time_ns(pc.time), "power-cycle", (pc, st, leo))
-               for pc, st, leo in f.power_losses(node, part, -1, el.time) if leo <= offset]
+        took_trs, took_pcs = f.offset_losses(node, part, offset, before=el.time)
+        trs = [(time_ns(tr.time), "truncate", tr) for tr in took_trs]
+        pcs = [(time_ns(loss[0].time), "power-cycle", loss) for loss in took_pcs]
         if t_written is not None:
             # Only what happened after the record was written can have removed it.
             trs = [x for x in trs if x[0] >= t_written]

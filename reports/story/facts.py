@@ -279,14 +279,24 @@ class RunFacts:
                 out.append((pc, st, leo))
         return out
 
+    def offset_losses(self, node: str, part: str, offset: int, after: int | None = None,
+                      before: int | None = None
+                      ) -> tuple[list[Item], list[tuple[Item, Item, int]]]:
+        """What took `offset` of `part` from `node`'s log in (after, before), None for no
+        bound, in time order: the truncations that removed it, and the power losses
+        (power_losses) after which it restarted with its LEO at or below it."""
+        trs = [tr for tr in self.truncs.get(part, {}).get(node, [])
+               if (after is None or time_ns(tr.time) > after)
+               and (before is None or time_ns(tr.time) < before) and self.removes(tr, offset)]
+        since = -1 if after is None else after
+        pcs = [loss for loss in self.power_losses(node, part, since, before) if loss[2] <= offset]
+        return trs, pcs
+
     def record_after(self, node: str, part: str, offset: int, t: int
                      ) -> tuple[str, tuple[Any, Any] | None]:
         """What `node` held at `offset` at time t, knowing it held something there:
         the record its next truncation of that offset removed, else its final log's."""
-        trs = [tr for tr in self.truncs.get(part, {}).get(node, [])
-               if time_ns(tr.time) > t and self.removes(tr, offset)]
-        pcs = [(pc, st) for pc, st, leo in self.power_losses(node, part, t, None)
-               if leo <= offset]
+        trs, pcs = self.offset_losses(node, part, offset, after=t)
         first_tr = trs[0] if trs else None
         first_pc = pcs[0][0] if pcs else None
         if first_pc is not None and (first_tr is None
