@@ -430,10 +430,9 @@ def _progress_series(facts: RunFacts, part: str
             continue
         t = _s(it.time)
         if it.type == "started":
-            for p in it.get("partitions") or []:
-                if isinstance(p, dict) and pkey(p.get("topic"), p.get("partition")) == part:
-                    add(it.node, "LEO", t, p.get("leo"))
-                    add(it.node, "HW", t, p.get("hw"))
+            leo, hw = facts.started_leo(it, part)
+            add(it.node, "LEO", t, leo)
+            add(it.node, "HW", t, hw)
             continue
         if pkey(it.get("topic"), it.get("partition")) != part or it.node == "controller":
             continue

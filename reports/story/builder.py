@@ -155,8 +155,7 @@ class _Builder:
 
     def lost_write(self, a: dict[str, Any]) -> Cause | None:
         f = self.f
-        w = a.get("witness") or {}
-        part = pkey(w.get("topic", a.get("topic")), w.get("partition", a.get("partition")))
+        w, part = _witness(a)
         v, offset = w.get("value"), w.get("acked_offset")
         if not isinstance(offset, int):
             return None
@@ -248,8 +247,7 @@ class _Builder:
         leader twice (the sim's `--net-duplicate`): the ack, the second copy, the
         final read. Without such an event the story has nothing to tell."""
         f = self.f
-        w = a.get("witness") or {}
-        part = pkey(w.get("topic", a.get("topic")), w.get("partition", a.get("partition")))
+        w, part = _witness(a)
         v = w.get("value")
         offsets = sorted(x["offset"] for x in w.get("at") or []
                          if isinstance(x, dict) and isinstance(x.get("offset"), int))
@@ -278,8 +276,7 @@ class _Builder:
 
     def divergence(self, a: dict[str, Any]) -> Cause | None:
         f = self.f
-        w = a.get("witness") or {}
-        part = pkey(w.get("topic", a.get("topic")), w.get("partition", a.get("partition")))
+        w, part = _witness(a)
         reps = [str(r) for r in w.get("replicas") or []]
         if len(reps) != 2:
             return None
@@ -327,6 +324,12 @@ class _Builder:
         title = (f"replicas {reps[0]} and {reps[1]} diverge at {part} "
                  f"{offsets_phrase(offsets)}")
         return Cause("divergence", part, title, sorted(set(offsets)), steps)
+
+
+def _witness(a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """An anomaly's witness and the partition it names (the anomaly's, if it does not)."""
+    w = a.get("witness") or {}
+    return w, pkey(w.get("topic", a.get("topic")), w.get("partition", a.get("partition")))
 
 
 def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts]:
