@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from reports import grid  # noqa: E402
 from reports.render import render_run  # noqa: E402
 from reports.rundata import load  # noqa: E402
-from reports.story import Facts  # noqa: E402
+from reports.story import RunFacts  # noqa: E402
 
 
 def _median(n: int, fn, *args) -> float:
@@ -43,7 +43,7 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     for run in args.runs:
         data = load(run)
-        facts = Facts(data)
+        facts = RunFacts(data)
         read = _median(args.n, load, run)
         grids = _median(args.n, grid.build, data, facts)
         whole = _median(args.n, render_run, run)

@@ -478,7 +478,7 @@ class SimCluster:
         about: dict[str, Any] = {}
         if net is not None:
             about = {"peer": src if src is not None else "client", "request": rtype}
-            if rtype == "produce":  # which records (reports/story.py)
+            if rtype == "produce":  # which records (reports/story/facts.py)
                 about.update(topic=msg.get("topic"), partition=msg.get("partition"),
                              values=msg["values"] if "values" in msg else [msg.get("value")])
 

@@ -21,8 +21,8 @@ from html import escape
 from typing import Any
 
 from reports.rundata import RunData, pkey
-from reports.story import Facts, rule_of
-from reports.units import fmt_seconds, fmt_time
+from reports.story.facts import RunFacts, nodes_of, rule_of
+from reports.units import fmt_seconds, fmt_time, is_number
 
 MAX_TIMELINE_OPS = 4000
 MAX_POINTS = 4000
@@ -41,7 +41,7 @@ LEFT, RIGHT = 92, 56
 
 
 def _s(ns: Any) -> float | None:
-    return ns / 1e9 if isinstance(ns, int | float) and not isinstance(ns, bool) else None
+    return ns / 1e9 if is_number(ns) else None
 
 
 @dataclass
@@ -66,7 +66,7 @@ class Scale:
         return LEFT + max(0.0, min(t, self.t1)) / self.t1 * self.width
 
 
-def fault_bands(data: RunData, facts: Facts, end: float) -> list[Band]:
+def fault_bands(data: RunData, facts: RunFacts, end: float) -> list[Band]:
     """The fault windows of run.json (per node), else from the nemesis ops."""
     out = []
     for w in facts.windows:
@@ -81,8 +81,7 @@ def fault_bands(data: RunData, facts: Facts, end: float) -> list[Band]:
         t = _s(it.time)
         if t is None:
             continue
-        value = it.get("value")
-        nodes = [str(n) for n in value] if isinstance(value, list | dict) else []
+        nodes = nodes_of(it.get("value"))
         if it.type in WINDOWS:
             for n in nodes:
                 b = Band(n, WINDOWS[it.type][1], it.type, t, end, it.id)
@@ -205,8 +204,8 @@ def _marker(x: float, y: float, kind: str, colour: str, tip: str, ref: str | Non
     return _link(ref, f'<g class="mk">{shapes[kind]}{_title(tip)}</g>')
 
 
-def _leadership(facts: Facts, end: float) -> dict[str, list[tuple[str, int, float, float,
-                                                               str]]]:
+def _leadership(facts: RunFacts, end: float
+                ) -> dict[str, list[tuple[str, int, float, float, str]]]:
     """node → [(partition, epoch, from, to, election item id)]: who led what when."""
     out: dict[str, list[tuple[str, int, float, float, str]]] = {}
     parts = sorted(facts.elections)[:MAX_LEADER_PARTITIONS]
@@ -223,7 +222,7 @@ def _leadership(facts: Facts, end: float) -> dict[str, list[tuple[str, int, floa
     return out
 
 
-def cluster_timeline(data: RunData, facts: Facts, sc: Scale, bands: list[Band],
+def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band],
                      nodes: list[str], ops: list[dict[str, Any]]) -> str:
     lane = 56
     top = 8
@@ -304,7 +303,7 @@ def _legend(y: float) -> list[str]:
     return out
 
 
-def _lane_markers(facts: Facts, sc: Scale, node: str, y: float) -> list[str]:
+def _lane_markers(facts: RunFacts, sc: Scale, node: str, y: float) -> list[str]:
     """Markers at their times, nudged right where they would cover each other
     (the tooltip gives the exact time)."""
     marks: list[tuple[float, str, str, str, str | None]] = []
@@ -417,8 +416,8 @@ def _int_ticks(top: float, n: int = 5) -> list[float]:
     return [float(i * step) for i in range(int(top // step) + 1)]
 
 
-def _progress_series(facts: Facts, part: str) -> dict[tuple[str, str], list[tuple[float,
-                                                                                  int]]]:
+def _progress_series(facts: RunFacts, part: str
+                     ) -> dict[tuple[str, str], list[tuple[float, int]]]:
     """(node, HW|LEO) → [(t, value)] from the events that carry them."""
     series: dict[tuple[str, str], list[tuple[float, int]]] = {}
 
@@ -431,10 +430,9 @@ def _progress_series(facts: Facts, part: str) -> dict[tuple[str, str], list[tupl
             continue
         t = _s(it.time)
         if it.type == "started":
-            for p in it.get("partitions") or []:
-                if isinstance(p, dict) and pkey(p.get("topic"), p.get("partition")) == part:
-                    add(it.node, "LEO", t, p.get("leo"))
-                    add(it.node, "HW", t, p.get("hw"))
+            leo, hw = facts.started_leo(it, part)
+            add(it.node, "LEO", t, leo)
+            add(it.node, "HW", t, hw)
             continue
         if pkey(it.get("topic"), it.get("partition")) != part or it.node == "controller":
             continue
@@ -448,7 +446,7 @@ def _progress_series(facts: Facts, part: str) -> dict[tuple[str, str], list[tupl
     return series
 
 
-def replica_progress(facts: Facts, sc: Scale, part: str, nodes: list[str],
+def replica_progress(facts: RunFacts, sc: Scale, part: str, nodes: list[str],
                      bands: list[Band]) -> str | None:
     series = _progress_series(facts, part)
     changes = facts.isr_changes.get(part) or [  # no controller events: any that say
@@ -526,9 +524,9 @@ def replica_progress(facts: Facts, sc: Scale, part: str, nodes: list[str],
     return _svg(y + 20, body + legend, f"replica progress {part}")
 
 
-def build(data: RunData, facts: Facts | None = None) -> list[dict[str, str]]:
+def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
     """The report's charts as {"title", "html", "note"} (inline SVG)."""
-    facts = facts or Facts(data)
+    facts = facts or RunFacts(data)
     ops = _ops(data.history)
     times = [o["end"] for o in ops] + [(_s(it.time) or 0.0) for it in facts.items.values()]
     end = max(times, default=0.0)
@@ -558,7 +556,7 @@ def build(data: RunData, facts: Facts | None = None) -> list[dict[str, str]]:
     return out
 
 
-def _nodes(data: RunData, facts: Facts) -> list[str]:
+def _nodes(data: RunData, facts: RunFacts) -> list[str]:
     brokers = (data.meta.get("cluster") or {}).get("brokers")
     if isinstance(brokers, list) and brokers:
         return [str(b) for b in brokers]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reports.rundata import Replica, RunData, pkey
-from reports.story import Facts, rule_of
+from reports.story.facts import RunFacts, rule_of
 from reports.units import fmt_time
 
 MAX_ROWS = 400
@@ -121,12 +121,11 @@ def _acked(data: RunData) -> dict[str, dict[int, list[Any]]]:
     return out
 
 
-def ghost_cell(facts: Facts, broker: str, part: str, off: int) -> Cell:
+def ghost_cell(facts: RunFacts, broker: str, part: str, off: int) -> Cell:
     """What `broker` held at `off` before it lost it: the last truncation that removed
     the offset (with the record, when the event lists it), else the power cycle
     after which it restarted below the offset."""
-    trs = [tr for tr in facts.truncs.get(part, {}).get(broker, []) if facts.removes(tr, off)]
-    pcs = [(pc, st) for pc, st, leo in facts.power_losses(broker, part, -1, None) if leo <= off]
+    trs, pcs = facts.offset_losses(broker, part, off)
     last_tr = trs[-1] if trs else None
     last_pc = pcs[-1][0] if pcs else None
     if last_tr is not None and (last_pc is None or (last_tr.time or 0) >= (last_pc.time or 0)):
@@ -141,8 +140,8 @@ def ghost_cell(facts: Facts, broker: str, part: str, off: int) -> Cell:
     return Cell()
 
 
-def build(data: RunData, facts: Facts | None = None) -> list[Grid]:
-    facts = facts or Facts(data)
+def build(data: RunData, facts: RunFacts | None = None) -> list[Grid]:
+    facts = facts or RunFacts(data)
     acked = _acked(data)
     lost: dict[str, set[Any]] = {}
     divergent: dict[str, set[int]] = {}
@@ -162,7 +161,7 @@ def build(data: RunData, facts: Facts | None = None) -> list[Grid]:
                             finals.get(part, {})) for part in parts]
 
 
-def _partition_grid(data: RunData, facts: Facts, part: str, lost_p: set[Any], div_p: set[int],
+def _partition_grid(data: RunData, facts: RunFacts, part: str, lost_p: set[Any], div_p: set[int],
                     acked_p: dict[int, list[Any]], final: dict[int, Any]) -> Grid:
     brokers = sorted(
         b for b in data.logs if part in data.logs[b] or part in data.states.get(b, {})

@@ -153,7 +153,7 @@ def _details(it: story.Item) -> str:
     """A timeline row's fields in one compact line."""
     f = dict(it.fields)
     out = []
-    part = story._part(f)
+    part = story.part_of(f)
     if part is not None:
         out.append(part)
         f.pop("topic", None)
@@ -169,7 +169,7 @@ def _details(it: story.Item) -> str:
             out.append(f"removed {shown}" + (f" … +{more}" if more > 0 else ""))
     if it.type == "started":
         parts = f.pop("partitions", None) or []
-        out += [f"{story._part(p)} LEO {p.get('leo')} HW {p.get('hw')}"
+        out += [f"{story.part_of(p)} LEO {p.get('leo')} HW {p.get('hw')}"
                 for p in parts[:4] if isinstance(p, dict)]
     if it.source in ("client", "final", "nemesis"):
         f.pop("type", None)
@@ -193,7 +193,7 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-def _timeline(facts: story.Facts, st: story.Story) -> tuple[list[dict[str, Any]], int]:
+def _timeline(facts: story.RunFacts, st: story.Story) -> tuple[list[dict[str, Any]], int]:
     """Protocol events, nemesis ops, the final reads and the client ops the story
     names, in time order; at most MAX_EVENTS rows besides those the story links."""
     refs: dict[str, list[int]] = {}
@@ -243,7 +243,7 @@ def render_run(run_dir: Path) -> Path:
     """Write ``<run_dir>/check/report.html`` from the run and its check results."""
     data = load(Path(run_dir))
     s = data.summary
-    facts = story.Facts(data)
+    facts = story.RunFacts(data)
     st, _ = story.build(data, facts)
     timeline, timeline_total = _timeline(facts, st)
     html = (

@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def is_number(v: Any) -> bool:
+    """An int or a float, but not a bool (JSON's true is no time or count)."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def fmt_time(ns: Any) -> str:
     """A run time (ns since the run started) as "812 ms" or "1.108 s"."""
-    if not isinstance(ns, int | float) or isinstance(ns, bool):
+    if not is_number(ns):
         return "—" if ns is None else str(ns)
     s = ns / 1e9
     if abs(s) < 1:
@@ -74,7 +79,7 @@ FIGURES: dict[str, tuple[str, str]] = {
 
 
 def _num(v: Any, unit: str) -> str:
-    if isinstance(v, bool) or not isinstance(v, int | float):
+    if not is_number(v):
         return "—" if v is None else str(v)
     if unit == "ns":
         return fmt_time(v)
@@ -93,8 +98,7 @@ def figure_row(key: str, value: Any) -> tuple[str, str]:
                 unit = u
                 label = label.replace(f" {u}", "")
     numbers = value if isinstance(value, list) else [value]
-    if not numbers or not all(isinstance(x, int | float) and not isinstance(x, bool)
-                              for x in numbers):
+    if not numbers or not all(is_number(x) for x in numbers):
         return label, "—" if value is None else str(value)
     text = " / ".join(_num(x, unit) for x in numbers)
     if unit == "ns":

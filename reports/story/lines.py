@@ -1,0 +1,88 @@
+"""The story as data: its lines (one protocol fact each, linked to a timeline row),
+the causes that tie lines to an anomaly, and the story they make up. The builder
+(reports.story.builder) fills them in; the words (reports.story.words) compose
+each line's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reports.story.facts import Item, Window
+
+MAX_LINES = 40  # story lines shown at once; the rest fold
+
+
+@dataclass
+class Line:
+    """One fact of the story; its text is composed once every anomaly has added to it."""
+
+    key: str
+    time: int | None
+    kind: str  # ack | fault | truncate | power-cycle | election | final
+    item: Item | None
+    node: str | None = None
+    part: str | None = None
+    explains: list[str] = field(default_factory=list)
+    n: int = 0
+    text: str = ""
+    # what anomalies added
+    values: dict[int, Any] = field(default_factory=dict)  # ack: offset -> value
+    over: dict[int, str] = field(default_factory=dict)  # ack: offset -> what others hold there
+    lacks: dict[int, Any] = field(default_factory=dict)  # election: offset -> value it lacks
+    holds: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # election: other record
+    still: dict[int, Any] = field(default_factory=dict)  # election: value it still holds
+    removed: dict[int, tuple[Any, Any] | None] = field(default_factory=dict)  # truncate
+    last_copy: dict[int, Any] = field(default_factory=dict)  # truncate: offset -> value
+    # truncate: offset -> (its record there, the node holding another, that record)
+    kept: dict[int, tuple[Any, str | None, Any]] = field(default_factory=dict)
+    gone: dict[int, Any] = field(default_factory=dict)  # power-cycle: offset -> value
+    had: dict[int, str] = field(default_factory=dict)  # power-cycle: offset -> evidence
+    missed: dict[int, Any] = field(default_factory=dict)  # fault: offset -> value
+    finals: dict[int, Any] = field(default_factory=dict)  # final: offset -> lost value
+    twice: dict[Any, list[int]] = field(default_factory=dict)  # final: value -> its offsets
+    acks: Any = None  # ack: the producer's acks
+    epoch: int | None = None  # ack: the acknowledging leader's epoch
+    isr: list[str] | None = None  # ack: the ISR when it was acknowledged
+    window: Window | None = None  # fault
+    restart: tuple[Item, int] | None = None  # power-cycle: the restart and its LEO
+
+    @property
+    def ref(self) -> str | None:
+        return self.item.id if self.item is not None else None
+
+
+@dataclass
+class Step:
+    line: Line
+    label: str
+
+
+@dataclass
+class Cause:
+    """Why one anomaly (or a group of lost writes with the same causes) happened."""
+
+    kind: str
+    part: str
+    title: str
+    offsets: list[int]
+    steps: list[Step]
+
+    @property
+    def kinds(self) -> set[str]:
+        return {s.line.kind for s in self.steps}
+
+    @property
+    def explained(self) -> bool:
+        """Whether a protocol step (election, truncation, power cycle, fault) is named."""
+        return bool(self.kinds & {"election", "truncate", "power-cycle", "fault", "resend"})
+
+
+@dataclass
+class Story:
+    lines: list[Line]
+    causes: list[Cause]
+    uncaused: list[str]  # anomaly kinds the story does not explain, with counts
+    rules: list[tuple[str, str]] = field(default_factory=list)  # the truncation rules named
+
