@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from checker.api import check_runs
-from checker.errors import RunDirError
 from checker.synth import RunBuilder
+from contract.rundir import RunDirError
 
 
 def small(rb: RunBuilder) -> Path:

@@ -46,9 +46,10 @@ import docker.models.containers
 import requests.exceptions
 
 import broker
+from contract import RUNNING
+from contract.rundir import run_status
 from harness.errors import HarnessError, RunIncomplete, UsageError, one_line
 from harness.run.owner import Liveness, Owner, liveness_of
-from harness.run.rundir import RUNNING, run_status
 
 LABEL_RUN = "isrlab.run"
 LABEL_RUN_DIR = "isrlab.run_dir"  # absolute path of the run directory

@@ -20,11 +20,11 @@ import orjson
 
 from broker.sim_cluster import Network, SimCluster
 from contract import CONTROLLER
+from contract.rundir import RunDirWriter
 from harness.backends.base import Backend, ClusterSpec
 from harness.errors import RunIncomplete, UsageError
-from harness.run.collect import hosted_partitions, log_rows, offline_replicas, write_replica
+from harness.run.collect import hosted_partitions, log_rows, offline_replicas
 from harness.run.observe import Observer
-from harness.run.rundir import RunDirWriter
 from harness.sim.runtime import SimRuntime
 from harness.sim.trace import TRACE, Tracer
 
@@ -187,8 +187,8 @@ class SimBackend(Backend):
             if st is not None:
                 rows = [row for key in hosted
                         for row in log_rows(*key, self.cluster.records(node, key))]
-                write_replica(run, node, rows, {"node": node, "partitions": st["partitions"],
-                                                "source": "status"})
+                run.write_replica(node, rows, {"node": node, "partitions": st["partitions"],
+                                               "source": "status"})
                 how[node] = "status"
                 continue
             store = self.cluster.nodes[node].store
@@ -199,8 +199,8 @@ class SimBackend(Backend):
                                 "hw_checkpoint": store.hw_checkpoint.get(key, 0),
                                 "epoch_cache": [list(e) for e in files.epochs]}
             rows, parts = offline_replicas(offline, hosted)
-            write_replica(run, node, rows, {"node": node, "partitions": parts,
-                                            "source": "data-dir", "running": False})
+            run.write_replica(node, rows, {"node": node, "partitions": parts,
+                                           "source": "data-dir", "running": False})
             how[node] = "data-dir"
         return how
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from checker import client
 from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
-from checker.rundir import discover
 from checker.spark import DEFAULT_MASTER, check_master, task_slices
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, batch_exit_code
 from contract import CHECK, CRASHED, PROTOCOLS, REPORT_HTML, RUNNING
+from contract.rundir import RunDirError, discover, read_meta, run_status
 from harness.backends import BACKENDS
 from harness.backends.base import MAX_PORT
 from harness.cli import chaos as cli_chaos
@@ -44,7 +44,6 @@ from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError,
 from harness.progress import Progress
 from harness.run import assertions, reaper
 from harness.run.collect import collect_crashed, owner_gone
-from harness.run.rundir import read_meta, run_status
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
 from reports.render import INDEX, render_index, render_run
@@ -183,7 +182,7 @@ def _command(args: argparse.Namespace) -> int:
         if args.command == "collect":
             return cmd_collect(args)
         return cmd_check(args)
-    except HarnessError as e:
+    except (HarnessError, RunDirError) as e:
         print(f"isrlab: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
@@ -467,7 +466,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         results = _interruptible(client.check, list(args.paths), master=args.master,
                                  progress=progress.line,
                                  use_server=cli_checker.use_server(args))
-    except CheckerError as e:
+    except (CheckerError, RunDirError) as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     if not results:

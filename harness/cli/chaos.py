@@ -34,6 +34,7 @@ from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import PROTOCOLS
+from contract.rundir import read_meta
 from harness.backends import BACKENDS
 from harness.chaos import nightly
 from harness.chaos.export import export_scenario
@@ -366,8 +367,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _protocol_of(run_dir: Path) -> str:
-    from harness.run.rundir import read_meta
-
     return str(read_meta(run_dir).get("protocol"))
 
 

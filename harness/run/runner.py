@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract import COMPLETE, INCOMPLETE, RUNNING
+from contract.rundir import RunDirWriter, new_run_id, utc_now
 from harness.backends import backend_class, make_backend
 from harness.backends.base import CONTROLLER, Backend
 from harness.errors import HarnessError, Interrupted, RunIncomplete
@@ -25,7 +27,6 @@ from harness.run import reaper
 from harness.run.execute import StepContext, StepRunner
 from harness.run.observe import Observer, wait_for
 from harness.run.owner import Owner
-from harness.run.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
 from harness.scenario.loader import Scenario, workload_partitions
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
