@@ -2,9 +2,9 @@
 
 run.json and replicas/*/state.json are read (contract.rundir) and checked here
 for the fields the checker needs, with precise error locations. The big JSON-lines
-files are read by Spark (checker.load); here we only check that they exist and
-whether their last line was torn by an interrupted run (contract.rundir.torn_tail),
-which needs a byte-level look Spark cannot give.
+files are read by Spark (checker.load); here we only check that they exist, that
+they are UTF-8 and whether their last line was torn by an interrupted run
+(contract.rundir.check_utf8, torn_tail): byte-level looks Spark cannot give.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from contract import (
     RUN_STATUSES,
     STATE,
 )
-from contract.rundir import RunDirError, TornTail, read_json, torn_tail
+from contract.rundir import RunDirError, TornTail, check_utf8, read_json, torn_tail
 
 
 @dataclass
@@ -176,6 +176,7 @@ def read_rundir(run: Path) -> RunDir:
     if has_events:
         jsonl.append(EVENTS)
     for rel in jsonl:
+        check_utf8(run, rel)
         t = torn_tail(run, rel)
         if t is not None:
             rd.torn.append(t)

@@ -40,7 +40,7 @@ from contract import (
 )
 
 __all__ = [
-    "RunDirError", "RunDirWriter", "TornTail", "count_ops", "discover", "find_line",
+    "RunDirError", "RunDirWriter", "TornTail", "check_utf8", "count_ops", "discover", "find_line",
     "new_run_id", "read_events", "read_history", "read_json", "read_jsonl", "read_log",
     "read_meta", "read_state", "readable_meta", "run_status", "torn_tail", "utc_at", "utc_now",
     "write_json", "write_jsonl",
@@ -325,6 +325,24 @@ def torn_tail(run: Path, rel: str) -> TornTail | None:
     with path.open("rb") as fh:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     return TornTail(rel, lines + 1, last.decode("utf-8", errors="replace"))
+
+
+def check_utf8(run: Path, rel: str) -> None:
+    """RunDirError at the first byte that is not UTF-8 in a JSON-lines file of the
+    run, a torn last line aside: for the checker, whose Spark scan would take such
+    a byte for U+FFFD where read_jsonl refuses it. Reads the file in blocks of
+    whole lines."""
+    lines = 0
+    with (Path(run) / rel).open("rb") as fh:
+        while block := fh.read(1 << 20) + fh.readline():
+            try:
+                block.decode("utf-8")
+            except UnicodeDecodeError as e:
+                last = block.rfind(b"\n") + 1  # where the block's last line starts
+                at_end = not block.endswith(b"\n")  # only the file's end has no newline
+                if not (at_end and e.start >= last and _is_torn(block[last:])):
+                    _decode(run, rel, block, lines + 1)  # raises, naming the line
+            lines += block.count(b"\n")
 
 
 def read_jsonl(run: Path, rel: str) -> list[dict[str, Any]]:

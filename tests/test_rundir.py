@@ -15,10 +15,12 @@ from contract.rundir import (
     RunDirError,
     RunDirWriter,
     TornTail,
+    check_utf8,
     count_ops,
     discover,
     read_events,
     read_history,
+    read_jsonl,
     read_log,
     read_meta,
     read_state,
@@ -142,6 +144,29 @@ def test_a_byte_that_is_not_utf8_names_file_and_line(tmp_path: Path, rel: str, r
     e = error(read, run)
     assert (e.run, e.file, e.line) == (str(run), rel, 2)
     assert str(e) == f"run {run}: {rel} line 2: not UTF-8 (byte 0xff at column {column})"
+
+
+@pytest.mark.parametrize("rel", ["history.jsonl", "events.jsonl", "replicas/B/log.jsonl"])
+def test_check_utf8_gives_the_same_error_as_reading(tmp_path: Path, rel: str) -> None:
+    """The checker's look (Spark reads the lines) and read_jsonl agree, also past
+    check_utf8's first block of lines."""
+    run = small(tmp_path)
+    path = run / rel
+    check_utf8(run, rel)
+    first = path.read_bytes()
+    padding = b'{"pad": "' + b"x" * 1000 + b'"}\n'
+    path.write_bytes(padding * 1100 + first.replace(b'"', b'"\xff', 1))
+    e = error(check_utf8, run, rel)
+    assert (e.file, e.line) == (rel, 1101)
+    assert str(e) == str(error(read_jsonl, run, rel))
+
+
+def test_check_utf8_leaves_a_torn_last_line_to_torn_tail(tmp_path: Path) -> None:
+    run = small(tmp_path)
+    with (run / "history.jsonl").open("ab") as f:
+        f.write(b'{"value": "\xff')
+    check_utf8(run, "history.jsonl")
+    assert torn_tail(run, "history.jsonl") is not None
 
 
 def test_a_bad_line_before_the_last_is_an_error(tmp_path: Path) -> None:
