@@ -295,11 +295,14 @@ def read_state(run: Path, broker: str) -> dict[str, Any]:
 
 
 def _is_torn(last: bytes) -> bool:
-    """Whether a last line without its newline is cut short: it does not parse
-    (also when the cut fell inside a multi-byte character)."""
+    """Whether a last line without its newline is cut short: it does not parse, or
+    the cut fell inside a multi-byte character. (A byte that is not UTF-8 anywhere
+    else in it is no cut: the caller's decoding names it.)"""
     try:
-        json.loads(last)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        json.loads(last.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return e.reason == "unexpected end of data"
+    except json.JSONDecodeError:
         return True
     return False  # a complete record, only the newline is missing
 

@@ -162,10 +162,14 @@ def test_check_utf8_gives_the_same_error_as_reading(tmp_path: Path, rel: str) ->
 
 def test_check_utf8_leaves_a_torn_last_line_to_torn_tail(tmp_path: Path) -> None:
     run = small(tmp_path)
-    with (run / "history.jsonl").open("ab") as f:
-        f.write(b'{"value": "\xff')
+    path = run / "history.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole + '{"value": "café"}'.encode()[:-3])  # cut inside é
     check_utf8(run, "history.jsonl")
     assert torn_tail(run, "history.jsonl") is not None
+    path.write_bytes(whole + b'{"value": "\xff"}')  # a complete line: no cut
+    e = error(check_utf8, run, "history.jsonl")
+    assert e.line == whole.count(b"\n") + 1 and str(e) == str(error(read_history, run))
 
 
 def test_a_bad_line_before_the_last_is_an_error(tmp_path: Path) -> None:
