@@ -69,6 +69,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from contract import PROCESS_FAULTS, PROTOCOLS  # noqa: E402
+from contract.rundir import readable_meta  # noqa: E402
 from harness.backends.local import leftover_processes  # noqa: E402
 from harness.backends.ports import address_free  # noqa: E402
 from harness.run.owner import process_start  # noqa: E402
@@ -451,7 +452,7 @@ def run_one(plan: Plan, runs_dir: Path, backend: str = "local", port: int | None
     dirs = [d for d in home.iterdir() if d.is_dir()]
     if len(dirs) == 1:
         out.run_dir = dirs[0]
-        meta = _meta(out.run_dir)
+        meta = readable_meta(out.run_dir)
         out.run_id = meta.get("run_id") or out.run_dir.name
         out.status_before = meta.get("status")
         addresses = (meta.get("cluster") or {}).get("addresses") or {}
@@ -488,14 +489,6 @@ def _watch(proc: subprocess.Popen, reader: LineReader, tracker: Tracker, point: 
         if reader.eof and proc.poll() is not None:
             return False
     return False
-
-
-def _meta(run_dir: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _judge_harness(out: Outcome, fired: bool) -> None:
@@ -585,7 +578,7 @@ def judge(o: Outcome, since: float, own_check: bool) -> None:
     assert o.run_dir is not None
     summary = _summary(o.run_dir, since)
     o.verdict = summary.get("verdict")
-    meta = _meta(o.run_dir)
+    meta = readable_meta(o.run_dir)
     o.status_after = meta.get("status")
     allowed = (0, 1, 3) if o.verdict == "incomplete" else (0, 1)
     if not summary:

@@ -4,7 +4,7 @@ All runs given (or found under the given trees) are checked together: each input
 file type is read by one Spark scan and every anomaly kind is one DataFrame
 query over all runs, so a night of hundreds of runs costs a handful of jobs.
 
-A malformed run (a RunDirError: bad run.json or state.json, a missing file, a bad
+A malformed run (a contract.rundir.RunDirError: bad run.json or state.json, a missing file, a bad
 line in a history, log or events file) does not stop the batch: it is set aside
 with the verdict ``error`` and its message, and the others are checked.
 """
@@ -37,12 +37,11 @@ from checker.anomalies import (
 from checker.anomalies.base import AnomalyKind
 from checker.anomalies.observations import consumer_steps
 from checker.context import CheckContext, Known
-from checker.errors import RunDirError
 from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epochs
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
-from checker.rundir import RunDir, discover, read_rundir
+from checker.rundir import RunDir, read_rundir
 from checker.sends import send_ops
 from checker.spark import (
     check_master,
@@ -52,7 +51,8 @@ from checker.spark import (
 )
 from checker.sparse import sparse_rows, uneven_sources
 from checker.verdict import ERROR, EXIT_CODES, RunResult, decide
-from contract import RUN_JSON, UNFINISHED
+from contract import UNFINISHED
+from contract.rundir import RunDirError, discover, readable_meta
 
 __all__ = ["RunResult", "check_runs", "write_junit"]
 
@@ -117,7 +117,7 @@ def _notes(rd: RunDir, sources: list[dict[str, Any]], unjudged: list[str]) -> li
                 f"{tp}: no final read recorded (interrupted run?); final committed log "
                 f"taken from leader {s['broker']}'s log up to its HW ({s['length']} offsets)"
             )
-    for t in rd.truncations:
+    for t in rd.torn:
         notes.append(
             f"{t.file}: last line {t.line} is truncated (interrupted write); "
             "checked the complete lines before it"
@@ -172,7 +172,7 @@ def _result(
         "kinds_checked": [k.name for k in REGISTRY],
         "final_log": sources,
         "final_log_fallback": any(s["source"] != FINAL_READ for s in sources),
-        "truncated": [t.as_dict() for t in rd.truncations],
+        "truncated": [t.as_dict() for t in rd.torn],
         "figures": figs,
         "notes": _notes(rd, sources, v.unjudged),
         "checked_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -195,15 +195,6 @@ def _result(
         status=rd.status,
         unjudged=v.unjudged,
     )
-
-
-def _lenient_meta(path: Path) -> dict[str, Any]:
-    """run.json as far as it can be read (for naming a run that cannot be checked)."""
-    try:
-        meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _error_result(path: Path, err: RunDirError, meta: dict[str, Any]) -> RunResult:
@@ -259,7 +250,7 @@ def check_runs(
 
     Writes ``check/anomalies.json`` and ``check/summary.json`` in each run and
     returns one RunResult per run, in path order. A run that cannot be read (a
-    checker.errors.RunDirError: naming run, file and line) gets the verdict
+    contract.rundir.RunDirError: naming run, file and line) gets the verdict
     ``error`` with that error (RunResult.error) and the others are checked;
     RunDirError is raised only for a path that holds no run at all, and
     SparkMasterError for a master that is malformed or does not answer (before
@@ -291,7 +282,7 @@ def check_runs(
     for p in run_paths:
         key = str(p)
         if key in bad:
-            meta = runs[key].meta if key in runs else _lenient_meta(p)
+            meta = runs[key].meta if key in runs else readable_meta(p)
             results.append(_error_result(p, bad[key], meta))
         else:
             assert spark is not None

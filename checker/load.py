@@ -6,7 +6,7 @@ scan, not hundreds. Each line is parsed with an explicit schema and checked
 against the format's vocabulary; a run with a bad line is set aside with a
 RunDirError naming run, file and line (its first bad line: Inputs.bad) and its
 rows are dropped, so the rest of the batch is checked as if it had not been
-given. A truncated last line (found by checker.rundir) is excluded from the data
+given. A torn last line (contract.rundir.torn_tail) is excluded from the data
 and reported, not an error.
 
 Each input is parsed once and kept (a local checkpoint: typed rows in memory,
@@ -32,11 +32,21 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker import schemas
-from checker.errors import RunDirError
 from checker.facts import LOG_FIELDS, Facts, bad_record, collect_facts
-from checker.rundir import EVENTS, HISTORY, LOG, REPLICAS, RunDir, find_line
+from checker.rundir import RunDir
 from checker.spark import keep, local_rows
-from contract import CLIENT_FS, CONTROLLER, NEMESIS_FS, NEMESIS_PROCESS, OP_TYPES
+from contract import (
+    CLIENT_FS,
+    CONTROLLER,
+    EVENTS,
+    HISTORY,
+    LOG,
+    NEMESIS_FS,
+    NEMESIS_PROCESS,
+    OP_TYPES,
+    REPLICAS,
+)
+from contract.rundir import RunDirError, find_line
 
 
 @dataclass
@@ -180,7 +190,7 @@ def _first_bad(parsed: DataFrame, runs: dict[str, RunDir], kind: str
         if rd is None:  # the path mapping failed: a bug, not bad input
             raise RuntimeError(f"checker: file {row.file} maps to no known run")
         rel = uri_to_path(row.file)[len(rd.key) + 1 :]
-        t = rd.truncation_for(rel)
+        t = rd.torn_tail(rel)
         if t is not None and t.text == row.raw:
             continue
         if rd.key not in first or rel < first[rd.key][1]:

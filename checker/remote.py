@@ -19,8 +19,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from checker.errors import CheckerError, JavaNotFoundError, RunDirError, SparkMasterError
+from checker.errors import CheckerError, JavaNotFoundError, SparkMasterError
 from checker.verdict import RunResult
+from contract.rundir import RunDirError
 
 ROOT = Path(__file__).resolve().parent.parent
 # The code a check runs: the checker and the vocabulary it reads run directories with.
@@ -105,7 +106,7 @@ def result_from_wire(d: dict[str, Any]) -> RunResult:
 
 
 _ERRORS: dict[str, type[CheckerError]] = {
-    c.__name__: c for c in (CheckerError, RunDirError, SparkMasterError, JavaNotFoundError)
+    c.__name__: c for c in (CheckerError, SparkMasterError, JavaNotFoundError)
 }
 
 
@@ -117,7 +118,7 @@ def error_to_wire(e: BaseException) -> dict[str, Any]:
     return {"type": name, "message": str(e)}
 
 
-def error_from_wire(d: dict[str, Any]) -> CheckerError:
+def error_from_wire(d: dict[str, Any]) -> CheckerError | RunDirError:
     if d.get("type") == "RunDirError":
         return RunDirError(d["run"], d.get("file"), d["message"], d.get("line"))
     return _ERRORS.get(d.get("type", ""), CheckerError)(d["message"])

@@ -1,9 +1,10 @@
-"""Run-directory discovery and the small, Python-side part of reading one.
+"""What the checker requires of a run directory before Spark reads it.
 
-run.json and replicas/*/state.json are small and read here with precise error
-locations. The big JSON-lines files are read by Spark (checker.load); here we only
-check that they exist and whether their last line was cut short by an interrupted
-run, which needs a byte-level look Spark cannot give.
+run.json and replicas/*/state.json are read (contract.rundir) and checked here
+for the fields the checker needs, with precise error locations. The big JSON-lines
+files are read by Spark (checker.load); here we only check that they exist, that
+they are UTF-8 and whether their last line was torn by an interrupted run
+(contract.rundir.check_utf8, torn_tail): byte-level looks Spark cannot give.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.errors import RunDirError
 from contract import (
     ANOMALY_KINDS,
     EVENTS,
@@ -26,22 +26,7 @@ from contract import (
     RUN_STATUSES,
     STATE,
 )
-
-# Lines longer than this at the end of a file are read in full anyway; it only
-# bounds the first read of the tail.
-_TAIL_BYTES = 1 << 16
-
-
-@dataclass
-class Truncation:
-    """A last line without its newline that is not valid JSON: an interrupted write."""
-
-    file: str  # relative to the run directory
-    line: int  # 1-based
-    text: str  # the partial line as found
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "partial_text": self.text[:200]}
+from contract.rundir import RunDirError, TornTail, check_utf8, read_json, torn_tail
 
 
 @dataclass
@@ -53,7 +38,7 @@ class RunDir:
     brokers: list[str]
     states: list[dict[str, Any]]  # one per (broker, partition), flattened
     has_events: bool
-    truncations: list[Truncation] = field(default_factory=list)
+    torn: list[TornTail] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -86,51 +71,14 @@ class RunDir:
         p = self.path / HISTORY
         return p.stat().st_size if p.is_file() else 0
 
-    def truncation_for(self, rel: str) -> Truncation | None:
-        return next((t for t in self.truncations if t.file == rel), None)
-
-
-def discover(paths: list[Path]) -> list[Path]:
-    """Expand the given paths into run directories (a dir holding run.json).
-
-    A path that is itself a run directory is taken as is; any other directory is
-    searched recursively, so a nightly tree of hundreds of runs is one argument.
-    """
-    found: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if not p.exists():
-            raise RunDirError(p, None, "no such run directory")
-        if (p / RUN_JSON).is_file():
-            found.append(p.resolve())
-            continue
-        if not p.is_dir():
-            raise RunDirError(p, None, "not a run directory (no run.json)")
-        runs = sorted(q.parent.resolve() for q in p.rglob(RUN_JSON))
-        # A run's own check/ output never holds run.json, but skip nested copies.
-        runs = [r for r in runs if not any(a in runs for a in r.parents)]
-        if not runs:
-            raise RunDirError(p, None, "no run directories (no run.json) under this path")
-        found.extend(runs)
-    seen: set[Path] = set()
-    return [r for r in found if not (r in seen or seen.add(r))]
+    def torn_tail(self, rel: str) -> TornTail | None:
+        return next((t for t in self.torn if t.file == rel), None)
 
 
 def _line_of(text: str, needle: str) -> int | None:
     """1-based line of the first occurrence of needle (for error messages)."""
     pos = text.find(needle)
     return None if pos < 0 else text.count("\n", 0, pos) + 1
-
-
-def _load_json(run: Path, rel: str) -> tuple[Any, str]:
-    path = run / rel
-    if not path.is_file():
-        raise RunDirError(run, rel, "missing file")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        return json.loads(text), text
-    except json.JSONDecodeError as e:
-        raise RunDirError(run, rel, f"not valid JSON: {e.msg}", e.lineno) from None
 
 
 def _validate_meta(run: Path, meta: Any, text: str) -> dict[str, Any]:
@@ -204,35 +152,10 @@ def _validate_state(run: Path, broker: str, state: Any, text: str) -> list[dict[
     return rows
 
 
-def _check_tail(run: Path, rel: str) -> Truncation | None:
-    """Detect a truncated last line: no trailing newline and not parseable JSON."""
-    path = run / rel
-    size = path.stat().st_size
-    if size == 0:
-        return None
-    with path.open("rb") as fh:
-        fh.seek(max(0, size - _TAIL_BYTES))
-        tail = fh.read()
-        if tail.endswith(b"\n"):
-            return None
-        if b"\n" not in tail and size > _TAIL_BYTES:
-            fh.seek(0)
-            tail = fh.read()
-    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
-    try:
-        json.loads(last)
-        return None  # complete record, only the newline is missing
-    except json.JSONDecodeError:
-        pass
-    with path.open("rb") as fh:
-        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-    return Truncation(rel, lines + 1, last)
-
-
 def read_rundir(run: Path) -> RunDir:
     """Validate the small files of one run and look at the tails of the big ones."""
     run = Path(run).resolve()
-    meta, text = _load_json(run, RUN_JSON)
+    meta, text = read_json(run, RUN_JSON)
     meta = _validate_meta(run, meta, text)
     if not (run / HISTORY).is_file():
         raise RunDirError(run, HISTORY, "missing file")
@@ -245,7 +168,7 @@ def read_rundir(run: Path) -> RunDir:
         for name in (LOG, STATE):
             if not (rep / b / name).is_file():
                 raise RunDirError(run, f"{REPLICAS}/{b}/{name}", "missing file")
-        state, stext = _load_json(run, f"{REPLICAS}/{b}/{STATE}")
+        state, stext = read_json(run, f"{REPLICAS}/{b}/{STATE}")
         states.extend(_validate_state(run, b, state, stext))
     has_events = (run / EVENTS).is_file()
     rd = RunDir(run, meta, brokers, states, has_events)
@@ -253,16 +176,8 @@ def read_rundir(run: Path) -> RunDir:
     if has_events:
         jsonl.append(EVENTS)
     for rel in jsonl:
-        t = _check_tail(run, rel)
+        check_utf8(run, rel)
+        t = torn_tail(run, rel)
         if t is not None:
-            rd.truncations.append(t)
+            rd.torn.append(t)
     return rd
-
-
-def find_line(run: Path, rel: str, raw: str) -> int | None:
-    """1-based line number of the first line equal to raw (error path only)."""
-    with (Path(run) / rel).open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.rstrip("\r\n") == raw:
-                return n
-    return None

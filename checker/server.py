@@ -41,6 +41,7 @@ from typing import Any
 
 from checker import remote
 from checker.errors import CheckerError
+from contract.rundir import RunDirError
 
 
 class _ClientGone(Exception):
@@ -241,7 +242,7 @@ class Server:
             remote.send(wfile, {"results": [remote.result_to_wire(r) for r in results]})
         except _ClientGone:
             print("checker server: client went away; check abandoned", flush=True)
-        except CheckerError as e:
+        except (CheckerError, RunDirError) as e:
             remote.send(wfile, {"error": remote.error_to_wire(e)})
         except Exception as e:  # noqa: BLE001 - the client falls back to checking itself
             if gone.is_set():

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.errors import RunDirError
 from contract import UNFINISHED
+from contract.rundir import RunDirError
 
 VALID, INVALID, NOT_REPRODUCED = "valid", "invalid", "not-reproduced"
 INCOMPLETE = "incomplete"  # the run did not finish: its prefix was judged

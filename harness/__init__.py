@@ -3,7 +3,8 @@
 Layering (tests/test_layering.py keeps it so):
 
 - broker      the reference broker; imports nothing else of isrlab.
-- contract    the shared vocabulary; imports only broker.
+- contract    the shared vocabulary, and contract.rundir, the one reader and
+              writer of run directories; imports only broker.
 - workloads   producer, consumer, history recorder; imports broker (the wire
               protocol) and contract. The history takes any clock with `now()`.
 - nemesis     faults; imports workloads (the history) and contract. It drives

@@ -1,4 +1,5 @@
-"""Read what a report needs from a run directory (after the checker wrote check/)."""
+"""What a report needs from a run directory (after the checker wrote check/): the
+run's own files read by contract.rundir, and the checker's check/*.json."""
 
 from __future__ import annotations
 
@@ -7,20 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from checker.errors import RunDirError
-from contract import (
-    ANOMALIES_JSON,
-    ASSERTIONS_JSON,
-    CHECK,
-    EVENTS,
-    HISTORY,
-    LOG,
-    REPLICAS,
-    RUN_JSON,
-    STATE,
-    SUMMARY_JSON,
+from contract import ANOMALIES_JSON, ASSERTIONS_JSON, CHECK, REPLICAS, SUMMARY_JSON
+from contract.rundir import (
+    RunDirError,
+    read_events,
+    read_history,
+    read_log,
+    read_meta,
+    read_state,
 )
 
 DATA_DIR = "data-dir"  # state.json "source" of a broker that was down (harness/run/collect.py)
@@ -61,22 +56,6 @@ class RunData:
     assertions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    """Parse JSON lines, skipping the lines the checker already reported (a
-    truncated last line); the checker has validated everything else."""
-    out = []
-    if not path.is_file():
-        return out
-    with path.open("rb") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    out.append(orjson.loads(line))
-                except orjson.JSONDecodeError:
-                    continue
-    return out
-
-
 def pkey(topic: Any, partition: Any) -> str:
     return f"{topic}/{partition}"
 
@@ -86,9 +65,9 @@ def load(run_dir: Path) -> RunData:
     check = run_dir / CHECK
     if not (check / SUMMARY_JSON).is_file() or not (check / ANOMALIES_JSON).is_file():
         raise RunDirError(run_dir, f"{CHECK}/{SUMMARY_JSON}", "missing: check the run first")
-    meta = json.loads((run_dir / RUN_JSON).read_text())
+    meta = read_meta(run_dir)
     summary = json.loads((check / SUMMARY_JSON).read_text())
-    judged = _state(check / ASSERTIONS_JSON)
+    judged = _check_object(check / ASSERTIONS_JSON)
     asserted: list[dict[str, Any]] = []
     if judged is not None and judged.get("checked_at") == summary.get("checked_at"):
         # The verdict with the figure assertions is the run's verdict.
@@ -101,10 +80,10 @@ def load(run_dir: Path) -> RunData:
     rep = run_dir / REPLICAS
     for b in sorted(p.name for p in rep.iterdir() if p.is_dir()) if rep.is_dir() else []:
         by_part: dict[str, list[dict[str, Any]]] = {}
-        for r in _jsonl(rep / b / LOG):
+        for r in read_log(run_dir, b):
             by_part.setdefault(pkey(r.get("topic"), r.get("partition")), []).append(r)
         logs[b] = by_part
-        state = _state(rep / b / STATE)
+        state = _state(run_dir, b)
         parts = [p for p in (state or {}).get("partitions") or [] if isinstance(p, dict)]
         states[b] = {pkey(p.get("topic"), p.get("partition")): p for p in parts}
         source = (state or {}).get("source")
@@ -120,18 +99,27 @@ def load(run_dir: Path) -> RunData:
         anomalies,
         logs,
         states,
-        _jsonl(run_dir / HISTORY),
-        _jsonl(run_dir / EVENTS),
+        read_history(run_dir),
+        read_events(run_dir),
         replicas,
         asserted,
     )
 
 
-def _state(path: Path) -> dict[str, Any] | None:
-    """A JSON object file (a broker's state.json, check/assertions.json), or None
-    when it is missing or unreadable (the report then goes without it)."""
+def _state(run_dir: Path, broker: str) -> dict[str, Any] | None:
+    """A broker's state.json, or None when it is missing or unreadable (the report
+    then shows its log without it)."""
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        return read_state(run_dir, broker)
+    except RunDirError:
+        return None
+
+
+def _check_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object the checker or the harness wrote in check/ (assertions.json),
+    or None when it is missing or unreadable (the report then goes without it)."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return state if isinstance(state, dict) else None
+    return obj if isinstance(obj, dict) else None

@@ -16,9 +16,9 @@ import pytest
 from conftest import ROOT, free_port
 from test_cli import _env, isrlab, one_line_error, processes_mentioning
 
+from contract.rundir import read_history
 from harness.scenario.loader import load_scenario
 from nemesis.schedule import ScheduleSpec, parse_faults, schedule
-from workloads.history import read_history
 
 CHAOS = ["chaos", "--protocol", "0.10", "--time-limit", "10s"]
 
@@ -84,7 +84,7 @@ def test_two_runs_checked_in_one_batch_and_exported(tmp_path: Path) -> None:
         assert meta["chaos"]["faults"] == ["kill", "power-cycle"]
         assert meta["chaos"]["run"] == i + 1 and meta["chaos"]["runs"] == 2
         assert meta["nemesis"][-1]["kind"] == "final-read"
-        ops = read_history(d / "history.jsonl")
+        ops = read_history(d)
         sends = [o for o in ops if o["f"] == "send" and o["type"] == "ok"]
         assert {o["process"] for o in sends} <= set(range(100, 104))
         assert {o["partition"] for o in sends} == {0, 1, 2}
@@ -109,7 +109,7 @@ def test_two_runs_checked_in_one_batch_and_exported(tmp_path: Path) -> None:
     kinds = [s.kind for s in scenario.steps]
     assert kinds[-1] == "final-read"
     faults = [s for s in scenario.steps if s.kind in ("kill", "power-cycle", "start")]
-    hist = [o for o in read_history(first / "history.jsonl")
+    hist = [o for o in read_history(first)
             if o["process"] == "nemesis" and o["type"] == "invoke"]
     assert [(s.kind, s.args["nodes"]) for s in faults] == [(o["f"], o["value"]) for o in hist]
     untils = [s.args["until"] for s in scenario.steps if s.kind == "sleep"]
@@ -137,5 +137,5 @@ def test_interrupt_stops_the_cluster_and_keeps_a_checkable_prefix(tmp_path: Path
     (run_dir,) = [p for p in runs.glob("*/*") if p.is_dir()]
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "incomplete" and "interrupted" in meta["error"]
-    assert read_history(run_dir / "history.jsonl")  # a readable prefix
+    assert read_history(run_dir)  # a readable prefix
     assert (run_dir / "replicas").is_dir()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from checker.api import check_runs
-from checker.errors import RunDirError
 from checker.synth import RunBuilder
+from contract.rundir import RunDirError
 
 
 def small(rb: RunBuilder) -> Path:
@@ -114,6 +114,20 @@ def test_unknown_role(tmp_path: Path) -> None:
     e = error_of(run)
     assert e.file == "replicas/B/state.json" and "unknown role 'candidate'" in str(e)
     assert e.line is not None
+
+
+@pytest.mark.parametrize("rel", ["history.jsonl", "events.jsonl", "replicas/A/log.jsonl"])
+def test_not_utf8(tmp_path: Path, rel: str) -> None:
+    """Spark would read the byte as U+FFFD; the run is set aside before it starts."""
+    rb = RunBuilder(tmp_path / "run")
+    rb.event("A", "became-leader", topic="t", partition=0, leader_epoch=1)
+    rb.event("B", "became-follower", topic="t", partition=0, leader_epoch=1)
+    run = small(rb)
+    raw = (run / rel).read_bytes().split(b"\n")
+    raw[1] = raw[1].replace(b'"t"', b'"t\xff"', 1)
+    (run / rel).write_bytes(b"\n".join(raw))
+    e = error_of(run)
+    assert (e.file, e.line) == (rel, 2) and "not UTF-8 (byte 0xff" in str(e)
 
 
 # -- found by the Spark scan ---------------------------------------------------

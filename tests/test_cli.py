@@ -500,6 +500,41 @@ def test_check_batch_with_a_malformed_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_check_batch_with_a_run_json_not_utf8(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 in one run's run.json: that run is set aside as
+    `error`, one line naming its file and line; the good one is still checked
+    (verdict, report, index, JUnit case) and the batch exits 2, never a traceback."""
+    from conftest_spark import clean
+
+    tree = tmp_path / "nightly"
+    good = clean(tree, "clean", [], None).write().resolve()
+    bad = synthetic_run(tree / "not-utf8").resolve()
+    raw = (bad / "run.json").read_bytes()
+    at = raw.index(b'"protocol"')
+    (bad / "run.json").write_bytes(raw[:at] + b'"description": "caf\xe9",\n  ' + raw[at:])
+    line = raw.count(b"\n", 0, at) + 1
+    column = at - raw.rfind(b"\n", 0, at) + len('"description": "caf')
+    junit = tmp_path / "junit.xml"
+    r = isrlab("check", str(tree), "--junit", str(junit))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [f"isrlab: run {bad}: run.json line {line}: not UTF-8 "
+                                     f"(byte 0xe9 at column {column})"], r.stderr
+    out = r.stdout.splitlines()
+    for verdict, run in (("valid", good), ("error", bad)):
+        assert f"{verdict:15} {run}" in out, r.stdout
+    assert (good / "check" / "report.html").is_file()
+    assert not (bad / "check" / "report.html").exists()
+    summary = json.loads((bad / "check" / "summary.json").read_text())
+    assert (summary["verdict"], summary["error_file"], summary["error_line"]) == (
+        "error", "run.json", line)
+    index = (tree / "index.html").read_text()
+    assert "2 runs" in index and "not-utf8" in index
+    xml = junit.read_text()
+    assert 'tests="2" failures="0" errors="1"' in xml
+    assert xml.count("<error ") == 1 and 'type="error"' in xml
+
+
+@pytest.mark.spark
 def test_check_an_interrupted_run(tmp_path: Path) -> None:
     """An interrupted run (run.json `incomplete`) with a cut-off last history line:
     verdict incomplete, exit 3, the cut-off line said on the terminal, summary.json,

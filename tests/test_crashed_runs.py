@@ -178,11 +178,11 @@ def test_collect_needs_a_run_directory_and_leaves_an_ended_run_alone(tmp_path: P
     r = isrlab("collect", str(tmp_path / "nope"))
     assert (r.returncode, r.stderr) == (2, f"isrlab: no such run directory: {tmp_path / 'nope'}\n")
     r = isrlab("collect", str(tmp_path))
-    assert (r.returncode, r.stderr) == (2, f"isrlab: {tmp_path} is not a run directory "
+    assert (r.returncode, r.stderr) == (2, f"isrlab: run {tmp_path}: not a run directory "
                                            "(no run.json)\n")
     (tmp_path / "run.json").write_text('{"status": "complete",\n "x": }')
     r = isrlab("collect", str(tmp_path))
-    assert r.returncode == 2 and r.stderr.startswith(f"isrlab: {tmp_path / 'run.json'}:2: "
+    assert r.returncode == 2 and r.stderr.startswith(f"isrlab: run {tmp_path}: run.json line 2: "
                                                      "not valid JSON"), r.stderr
     (tmp_path / "run.json").write_text('{"status": "complete"}')
     r = isrlab("collect", str(tmp_path))

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from contract.rundir import read_history
 from harness.run.clock import RunClock
-from workloads.history import History, read_history
+from workloads.history import History
 
 
 def test_append_and_complete(tmp_path: Path) -> None:
@@ -20,7 +21,7 @@ def test_append_and_complete(tmp_path: Path) -> None:
                       error="NOT_ENOUGH_REPLICAS")
     h.invoke("nemesis", "kill", ["A"])
     h.close()
-    ops = read_history(tmp_path / "history.jsonl")
+    ops = read_history(tmp_path)
     assert [o["index"] for o in ops] == [0, 1, 2, 3, 4]
     assert ops[1] == ok and ok["type"] == "ok" and ok["value"] == 5 and ok["offset"] == 3
     assert ok["topic"] == "t" and ok["acks"] == "all" and ok["label"] == "m0"
@@ -40,7 +41,7 @@ def test_each_op_is_on_disk_before_the_next(tmp_path: Path) -> None:
     # no close(): simulate the harness dying here
     with open(path, "a") as f:
         f.write('{"index": 3, "ti')  # a torn last line
-    assert [o["value"] for o in read_history(path)] == [0, 1, 2]
+    assert [o["value"] for o in read_history(tmp_path)] == [0, 1, 2]
 
 
 def test_thread_safe_indices(tmp_path: Path) -> None:
@@ -56,7 +57,7 @@ def test_thread_safe_indices(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     h.close()
-    ops = read_history(tmp_path / "history.jsonl")
+    ops = read_history(tmp_path)
     assert [o["index"] for o in ops] == list(range(1600))
 
 
@@ -82,6 +83,6 @@ def test_lines_are_the_bytes_json_dumps_writes(tmp_path: Path) -> None:
     h.close()
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert len(lines) == 3
-    for line, op in zip(lines, read_history(tmp_path / "history.jsonl"), strict=True):
+    for line, op in zip(lines, read_history(tmp_path), strict=True):
         assert line == json.dumps(op, separators=(",", ":"))
     assert json.loads(lines[0])["value"] == {"A": ["B", "C"], "1": None}

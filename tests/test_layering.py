@@ -145,7 +145,6 @@ BACKEND_ALLOWED: dict[str, str] = {
     "harness.run.admin": "the nodes' admin requests: readiness, net-block, net-delay",
     "harness.run.owner": "who owns a run: labels, markers, leftovers of a killed harness",
     "harness.run.reaper": "the safety net that kills the local backend's process groups",
-    "harness.run.rundir": "whether a crashed run still waits for `isrlab collect`",
     "harness.sim.runtime": "the sim backend runs on the simulator's runtime",
     "harness.sim.trace": "the sim backend writes the fetch-round trace",
 }

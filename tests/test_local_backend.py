@@ -12,13 +12,14 @@ import pytest
 from conftest import alive, descendants
 
 from broker.wire import Connection
+from contract.rundir import read_history
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import RunIncomplete, UsageError
 from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer
-from workloads.history import History, read_history
+from workloads.history import History
 
 SPEC = ClusterSpec(protocol="0.11", brokers=["A", "B"],
                    topics=[{"name": "t", "partitions": 1, "replicas": [["A", "B"]]}])
@@ -153,7 +154,7 @@ def test_power_cycle_loses_exactly_the_unsynced_records(backend) -> None:
     history.close()
     epoch = status(backend.address(leader))["partitions"][0]["leader_epoch"]
     assert (op["type"], op["node"], op["epoch"]) == ("ok", leader, epoch)
-    assert read_history(backend.run_dir / "history.jsonl")[-1]["epoch"] == epoch
+    assert read_history(backend.run_dir)[-1]["epoch"] == epoch
     assert _produce(backend, leader, 2)["error"] is None  # written, not fsynced
     backend.kill("B")  # B must not serve the records back after the power cycle
     backend.power_cycle(leader)

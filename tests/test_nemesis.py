@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from contract.rundir import read_history
 from harness.backends import make_backend
 from harness.backends.base import ClusterSpec
 from harness.errors import RunIncomplete
 from harness.run.clock import RunClock
 from harness.run.observe import WaitTimeout, wait_for
 from nemesis import Cluster, Nemesis
-from workloads.history import History, read_history
+from workloads.history import History
 
 
 class FakeCluster:
@@ -89,7 +90,7 @@ def test_backends_and_the_fake_are_clusters(tmp_path: Path) -> None:
 @pytest.fixture
 def setup(tmp_path: Path):
     b = FakeCluster()
-    h = History(tmp_path / "h.jsonl", RunClock())
+    h = History(tmp_path / "history.jsonl", RunClock())
     drained: list[str] = []
     return b, h, Nemesis(b, h, before_fault=drained.append), drained
 
@@ -101,7 +102,7 @@ def test_op_pairs_and_windows(setup) -> None:
     n.invoke("start", ["B"])
     n.invoke("kill", ["A"])
     n.invoke("power-cycle", ["B"])
-    ops = read_history(h.path)
+    ops = read_history(h.path.parent)
     assert [(o["process"], o["type"], o["f"], o["value"]) for o in ops[:2]] == [
         ("nemesis", "invoke", "pause", ["A"]), ("nemesis", "info", "pause", ["A"])]
     assert all(o["process"] == "nemesis" for o in ops) and len(ops) == 10
@@ -126,7 +127,7 @@ def test_failed_fault_is_recorded_then_raised(setup) -> None:
     n.invoke("kill", ["B"])
     with pytest.raises(RunIncomplete):
         n.invoke("start", ["B"])
-    ops = read_history(h.path)
+    ops = read_history(h.path.parent)
     assert ops[-1]["type"] == "info" and "before it was ready" in ops[-1]["error"]
 
 
@@ -134,7 +135,7 @@ def test_network_faults_not_on_this_backend(setup) -> None:
     _, h, n, _ = setup
     with pytest.raises(NotImplementedError):
         n.partition({"A": ["B"], "B": ["A"]})
-    assert [(o["type"], o["f"], o["value"]) for o in read_history(h.path)] == [
+    assert [(o["type"], o["f"], o["value"]) for o in read_history(h.path.parent)] == [
         ("invoke", "partition", {"A": ["B"], "B": ["A"]}),
         ("info", "partition", {"A": ["B"], "B": ["A"]})]
     with pytest.raises(ValueError):

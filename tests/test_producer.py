@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
+from contract.rundir import read_history
 from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer, final_read
-from workloads.history import History, read_history
+from workloads.history import History
 from workloads.producer import Producer
 
 
@@ -109,7 +110,7 @@ def test_retries_not_leader_then_ok(history: History, scripted: MakeScripted) ->
     op = producer(b.addr, history).send("t", 0, 42, label="m0")
     assert op["type"] == "ok" and op["offset"] == 7 and op["value"] == 42
     assert len(b.requests) == 2 and b.requests[0]["acks"] == "all"
-    assert [o["type"] for o in read_history(history.path)] == ["invoke", "ok"]  # one pair
+    assert [o["type"] for o in read_history(history.path.parent)] == ["invoke", "ok"]  # one pair
 
 
 @pytest.mark.parametrize("reply,type_", [

@@ -14,7 +14,7 @@ import pytest
 from conftest_spark import TRUNCATED_LINE, checked_odd_runs, kip101_divergence
 
 from checker.api import RunResult
-from checker.errors import RunDirError
+from contract.rundir import RunDirError
 from reports.render import render_index, render_run
 
 

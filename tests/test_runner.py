@@ -9,10 +9,10 @@ from pathlib import Path
 
 from conftest import TESTS, descendants
 
+from contract.rundir import read_history
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import load_scenario
-from workloads.history import read_history
 
 
 def _run(name: str, tmp_path: Path, port: int):
@@ -36,7 +36,7 @@ def test_complete_run_writes_run_directory(tmp_path: Path, port: int) -> None:
     assert [s["kind"] for s in meta["nemesis"]][:3] == ["produce", "produce", "wait"]
     assert [w["kind"] for w in meta["fault_windows"]] == ["paused", "down"]
 
-    ops = read_history(d / "history.jsonl")
+    ops = read_history(d)
     assert [o["index"] for o in ops] == list(range(len(ops)))
     assert all(ops[i]["time"] <= ops[i + 1]["time"] for i in range(len(ops) - 1))
     sends = [o for o in ops if o["f"] == "send" and o["type"] == "ok"]

@@ -167,7 +167,7 @@ def test_an_interrupt_while_the_run_is_closed_waits_until_it_is(tmp_path: Path, 
 
 
 _AFTER_RUN_JSON = """
-from harness.run.rundir import RunDirWriter
+from contract.rundir import RunDirWriter
 _write = RunDirWriter.write_meta
 def write_meta(self, **fields):
     _write(self, **fields)

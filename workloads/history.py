@@ -8,7 +8,6 @@ broker events in events.jsonl carry wall-clock times and both must share one axi
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +35,7 @@ def _line(op: dict[str, Any]) -> str:
 
 class History:
     """Thread-safe append-only recorder; the file is the record (read it back
-    with `read_history`)."""
+    with contract.rundir.read_history)."""
 
     def __init__(self, path: Path, clock: Clock) -> None:
         self.path = path
@@ -108,22 +107,3 @@ class History:
         with self._lock:
             if not self._file.closed:
                 self._file.close()
-
-
-def read_history(path: Path) -> list[dict[str, Any]]:
-    """Every complete line of a history file (a torn last line is ignored)."""
-    ops = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                ops.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return ops
-
-
-def count_ops(path: Path) -> int:
-    """Operations in a history file: its invocations (each completed, or left open
-    by a crash), counted without parsing the lines."""
-    with open(path, "rb") as f:
-        return sum(1 for line in f if b'"type":"invoke"' in line)

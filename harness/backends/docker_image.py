@@ -46,6 +46,8 @@ import docker.models.containers
 import requests.exceptions
 
 import broker
+from contract import RUNNING
+from contract.rundir import run_status
 from harness.backends.docker_engine import (
     LABEL_RUN,
     DockerImageError,
@@ -54,7 +56,6 @@ from harness.backends.docker_engine import (
 )
 from harness.errors import RunIncomplete, one_line
 from harness.run.owner import Liveness, Owner, liveness_of
-from harness.run.rundir import RUNNING, run_status
 
 LABEL_RUN_DIR = "isrlab.run_dir"  # absolute path of the run directory
 LABEL_NODE = "isrlab.node"  # the node a container or volume is of

@@ -18,7 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contract import CONTROLLER, LOGS
+from contract import CONTROLLER, LOGS, RUNNING
+from contract.rundir import run_status
 from harness.backends.artefacts import Salvage
 from harness.backends.hostsfile import Host, load_hosts
 from harness.backends.ssh_remote import Remote
@@ -33,7 +34,6 @@ from harness.backends.ssh_run import (
 )
 from harness.errors import HarnessError, RunIncomplete, UsageError
 from harness.run.owner import Liveness, Owner
-from harness.run.rundir import RUNNING, run_status
 
 # Remotes of runs salvaged by this process, for discard_run (same `isrlab collect`).
 _SALVAGED: dict[str, list[tuple[Host, str]]] = {}

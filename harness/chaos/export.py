@@ -36,11 +36,10 @@ from contract import (
     PROTOCOLS,
     SUMMARY_JSON,
 )
+from contract.rundir import read_history, read_meta
 from harness.backends.base import CONTROLLER
 from harness.errors import UsageError
-from harness.run.rundir import read_meta
 from nemesis import grudges
-from workloads.history import read_history
 
 
 def export_scenario(run_dir: Path) -> tuple[str, str]:
@@ -50,7 +49,7 @@ def export_scenario(run_dir: Path) -> tuple[str, str]:
     history_path = run_dir / HISTORY
     if not history_path.is_file():
         raise UsageError(f"{run_dir}: no {HISTORY}; nothing to export")
-    ops = read_history(history_path)
+    ops = read_history(run_dir)
     cluster = meta.get("cluster") or {}
     brokers = list(cluster.get("brokers") or [])
     protocol = meta.get("protocol")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from contract import ANOMALY_KINDS, PROTOCOLS
+from contract.rundir import read_events
 from harness.backends import BACKENDS
 from harness.chaos.runs import ChaosConfig, parse_sets, parse_time_limit
 from harness.errors import UsageError
@@ -233,20 +234,8 @@ def _allow(v: Validator, raw: Any, line: int, versions: list[str]) -> dict[str, 
 
 
 def truncation_events(run_dir: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    path = run_dir / "events.jsonl"
-    if not path.exists():
-        return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if '"truncate"' not in line:
-                continue
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            if ev.get("type") == "truncate" and ev.get("from", 0) > ev.get("to", 0):
-                out.append(ev)
+    out = [ev for ev in read_events(run_dir)
+           if ev.get("type") == "truncate" and ev.get("from", 0) > ev.get("to", 0)]
     return sorted(out, key=lambda e: e["time"])
 
 

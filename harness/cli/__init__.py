@@ -21,6 +21,7 @@ import os
 import sys
 from typing import NoReturn
 
+from contract.rundir import RunDirError
 from harness.cli import (
     chaos,
     check,
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
-    except HarnessError as e:
+    except (HarnessError, RunDirError) as e:
         print(f"isrlab: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

@@ -16,10 +16,10 @@ from pathlib import Path
 from checker import client
 from checker.api import write_junit
 from checker.errors import CheckerError
-from checker.rundir import discover
 from checker.spark import check_master
 from checker.verdict import INCOMPLETE, batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
+from contract.rundir import RunDirError, discover, read_meta, run_status
 from harness.cli.common import (
     add_master_flag,
     add_no_server_flag,
@@ -36,7 +36,6 @@ from harness.cli.common import (
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.collect import collect_crashed, owner_gone
-from harness.run.rundir import read_meta, run_status
 from reports.render import INDEX, render_index
 
 
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         _collect_crashed_runs(run_dirs, progress)
         results = interruptible(client.check, list(args.paths), master=args.master,
                                 progress=progress.line, use_server=use_server(args))
-    except CheckerError as e:
+    except (CheckerError, RunDirError) as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     if not results:

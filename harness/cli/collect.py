@@ -8,9 +8,9 @@ import argparse
 from pathlib import Path
 
 from contract import CRASHED
+from contract.rundir import read_meta
 from harness.errors import UsageError
 from harness.run.collect import collect_crashed
-from harness.run.rundir import read_meta
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from contract.rundir import read_meta
 from harness.chaos.export import export_scenario
 from harness.errors import UsageError
-from harness.run.rundir import read_meta
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

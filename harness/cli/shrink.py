@@ -24,13 +24,13 @@ from typing import Any
 from broker.sim_cluster import Network
 from checker import client
 from checker.errors import CheckerError
-from contract import ANOMALY_KINDS, HISTORY
+from contract import ANOMALY_KINDS
+from contract.rundir import count_ops, read_meta
 from harness.chaos.export import export_scenario, found_kinds
 from harness.chaos.runs import ChaosConfig, chaos_run
 from harness.cli.common import add_no_server_flag, use_server
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
-from harness.run.rundir import read_meta
 from harness.run.runner import RunOptions, run_scenario
 from harness.sim.shrink import (
     Candidate,
@@ -41,7 +41,6 @@ from harness.sim.shrink import (
     start,
     without_chunks,
 )
-from workloads.history import count_ops
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         if kind not in found:
             raise UsageError(f"{run_dir} shows {', '.join(found)}, not {kind}")
         first = start(cfg, meta["chaos"]["schedule"])
-        before = count_ops(run_dir / HISTORY)
+        before = count_ops(run_dir)
         progress.line(f"shrinking {run_dir.name} ({_size(first)}, {before} ops), "
                       f"keeping {kind}; candidates in {run_dir.name}-shrink/")
         network = Network(**(meta.get("network") or {}))
@@ -159,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path(f"{name}.yaml")
     out.write_text(text)
     print(f"shrunk {kind}: {len(first.packages)} -> {len(best.packages)} fault package(s), "
-          f"{before} -> {count_ops(best_dir / HISTORY)} ops, final read at "
+          f"{before} -> {count_ops(best_dir)} ops, final read at "
           f"{first.final_read_at():.1f}s -> {best.final_read_at():.1f}s, "
           f"in {shrinker.rounds} round(s)")
     print(f"run: {best_dir}")

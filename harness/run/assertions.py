@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, SUMMARY_JSON
+from contract.rundir import read_events, read_history, read_meta
 
 # The checker's verdict names (checker.verdict; the harness does not import the
 # checker outside the CLI modules, tests/test_layering.py).
@@ -27,22 +28,10 @@ _OPS = {
 _SYMBOL = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a cut-off last line: the checker says so already
-    return out
-
-
 def harness_figures(run_dir: Path) -> dict[str, Any]:
     """hw_stall_ms, unavailable_ms, offline_ms, isr_rejoins of one run."""
-    history = _jsonl(run_dir / "history.jsonl")
-    events = _jsonl(run_dir / "events.jsonl")
+    history = read_history(run_dir)
+    events = read_events(run_dir)
     return {"hw_stall_ms": _hw_stall_ms(history, events),
             "unavailable_ms": _unavailable_ms(history),
             "offline_ms": _offline_ms(events),
@@ -155,7 +144,7 @@ def judge(run_dir: Path, verdict: str) -> tuple[str, list[str]]:
     check/summary.json; a run without assertions keeps its verdict. Every command
     that checks a run judges it before rendering its report, which shows the
     assertions when assertions.json belongs to the same check (`checked_at`)."""
-    meta = json.loads((run_dir / "run.json").read_text())
+    meta = read_meta(run_dir)
     assertions = meta.get("assertions") or []
     out = run_dir / CHECK / ASSERTIONS_JSON
     if not assertions or verdict in (INCOMPLETE, ERROR):

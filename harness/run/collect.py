@@ -13,7 +13,6 @@ and marks the run "crashed" (docs/run-directory.md).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,21 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from broker.wire import WireError
-from contract import EVENTS, HISTORY, LOG, STATE
+from contract import CRASHED, EVENTS, HISTORY, RUNNING
+from contract.rundir import RunDirWriter, read_meta, utc_at, utc_now
 from harness.backends import backend_class
 from harness.backends.base import Backend
 from harness.errors import UsageError
 from harness.run.admin import request, try_status
 from harness.run.owner import Liveness, Owner
-from harness.run.rundir import (
-    CRASHED,
-    RUNNING,
-    RunDirWriter,
-    read_meta,
-    utc_at,
-    utc_now,
-    write_jsonl,
-)
 
 
 def hosted_partitions(topics: list[dict[str, Any]], node: str) -> list[tuple[str, int]]:
@@ -51,7 +42,6 @@ def collect_replicas(backend: Backend, run: RunDirWriter) -> dict[str, str]:
     """Write log.jsonl and state.json for every broker; returns node -> how."""
     how = {}
     for node in backend.brokers:
-        out = run.replica_dir(node)
         status = try_status(backend.address(node), 2.0) if backend.is_reachable(node) else None
         if status is not None:
             try:
@@ -59,25 +49,24 @@ def collect_replicas(backend: Backend, run: RunDirWriter) -> dict[str, str]:
             except WireError:
                 status = None
             else:
-                write_jsonl(out / LOG, rows)
-                _write_state(out, {"node": node, "partitions": status.get("partitions", []),
-                                   "source": "status"})
+                run.write_replica(node, rows, {"node": node,
+                                               "partitions": status.get("partitions", []),
+                                               "source": "status"})
                 how[node] = "status"
                 continue
-        _write_offline(out, node, backend.data_dir(node),
+        _write_offline(run, node, backend.data_dir(node),
                        hosted_partitions(backend.spec.topics, node))
         how[node] = "data-dir"
     return how
 
 
-def _write_offline(out: Path, node: str, data_dir: Path | None,
+def _write_offline(run: RunDirWriter, node: str, data_dir: Path | None,
                    hosted: list[tuple[str, int]]) -> int:
     """Write a down broker's log.jsonl and state.json from its data directory;
     returns how many records it holds."""
     rows, parts = _from_data_dir(data_dir, hosted)
-    write_jsonl(out / LOG, rows)
-    _write_state(out, {"node": node, "partitions": parts, "source": "data-dir",
-                       "running": False})
+    run.write_replica(node, rows, {"node": node, "partitions": parts, "source": "data-dir",
+                                   "running": False})
     return len(rows)
 
 
@@ -130,18 +119,6 @@ def log_rows(topic: str, partition: int, records: list) -> list[dict[str, Any]]:
     """log.jsonl rows of one replica's records ([offset, epoch, value] each)."""
     return [{"topic": topic, "partition": partition, "offset": r[0], "epoch": r[1],
              "value": r[2]} for r in records]
-
-
-def write_replica(run: RunDirWriter, node: str, rows: list[dict[str, Any]],
-                  state: dict[str, Any]) -> None:
-    """replicas/<node>/log.jsonl and state.json."""
-    out = run.replica_dir(node)
-    write_jsonl(out / LOG, rows)
-    _write_state(out, state)
-
-
-def _write_state(out: Path, state: dict[str, Any]) -> None:
-    (out / STATE).write_text(json.dumps(state, indent=2) + "\n")
 
 
 @dataclass
@@ -214,7 +191,7 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
         say(f"stopped what was left running: {', '.join(salvage.stopped)}")
     for node, parts in hosted.items():
         data_dir = salvage.data_dirs.get(node)
-        n = _write_offline(run.replica_dir(node), node, data_dir, parts)
+        n = _write_offline(run, node, data_dir, parts)
         done.records[node] = n if data_dir is not None and data_dir.is_dir() else None
     say("replicas rebuilt from the data directories: " + ", ".join(
         f"{node} ({'no data' if n is None else f'{n} records'})"

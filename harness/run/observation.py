@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contract.rundir import RunDirWriter
 from harness.backends.base import Backend
 from harness.run import collect
 from harness.run.clock import RunClock
 from harness.run.events import EventsCollector
 from harness.run.observe import Observer
-from harness.run.rundir import RunDirWriter
 
 
 class Observation:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import CONTROLLER
+from contract import COMPLETE, CONTROLLER, INCOMPLETE, RUNNING
+from contract.rundir import RunDirWriter, new_run_id, utc_now
 from harness.backends import backend_class, make_backend
 from harness.backends.base import Backend
 from harness.backends.sim import SimBackend
@@ -28,7 +29,6 @@ from harness.run.execute import StepContext, StepRunner
 from harness.run.observation import Observation
 from harness.run.observe import Observer, wait_for
 from harness.run.owner import Owner
-from harness.run.rundir import COMPLETE, INCOMPLETE, RUNNING, RunDirWriter, new_run_id, utc_now
 from harness.run.sim_observation import SimObservation
 from harness.scenario.loader import Scenario, workload_partitions
 from nemesis.faults import FaultWindow, Nemesis

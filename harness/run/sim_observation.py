@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 
 from broker.sim_cluster import SimCluster
+from contract.rundir import RunDirWriter
 from harness.backends.sim import SimBackend
-from harness.run.collect import hosted_partitions, log_rows, offline_replicas, write_replica
+from harness.run.collect import hosted_partitions, log_rows, offline_replicas
 from harness.run.observation import Observation
 from harness.run.observe import Observer
-from harness.run.rundir import RunDirWriter
 
 
 class SimClock:
@@ -62,8 +62,8 @@ class SimObservation(Observation):
             if st is not None:
                 rows = [row for key in hosted
                         for row in log_rows(*key, backend.cluster.records(node, key))]
-                write_replica(run, node, rows, {"node": node, "partitions": st["partitions"],
-                                                "source": "status"})
+                run.write_replica(node, rows, {"node": node, "partitions": st["partitions"],
+                                               "source": "status"})
                 how[node] = "status"
                 continue
             store = backend.cluster.nodes[node].store
@@ -74,8 +74,8 @@ class SimObservation(Observation):
                                 "hw_checkpoint": store.hw_checkpoint.get(key, 0),
                                 "epoch_cache": [list(e) for e in files.epochs]}
             rows, parts = offline_replicas(offline, hosted)
-            write_replica(run, node, rows, {"node": node, "partitions": parts,
-                                            "source": "data-dir", "running": False})
+            run.write_replica(node, rows, {"node": node, "partitions": parts,
+                                           "source": "data-dir", "running": False})
             how[node] = "data-dir"
         return how
 

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from broker.sim_cluster import Network
-from contract import HISTORY
+from contract.rundir import count_ops
 from harness.chaos.runs import ChaosConfig, chaos_run
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from nemesis.schedule import FaultSpec, parse_faults
-from workloads.history import count_ops
 
 # The fault packages a run draws its mix from (when --faults does not pin it).
 FAULT_POOL = ["kill", "stop", "pause", "power-cycle", "isolate", "halves", "cut-controller",
@@ -142,7 +141,7 @@ def simulate(seed: int, spec: SwarmSpec, runs_dir: str, batch: str) -> dict[str,
         protocol=cfg.protocol, backend="sim", seed=seed, runs_dir=Path(runs_dir), meta=meta,
         backend_options={"network": spec.network}),
         Progress(quiet=True))
-    ops = count_ops(rec.run_dir / HISTORY)
+    ops = count_ops(rec.run_dir)
     return {"seed": seed, "run_dir": str(rec.run_dir),
             "error": None if rec.error is None else str(rec.error),
             "seconds": time.perf_counter() - t0, "ops": ops, "config": describe(cfg)}

@@ -1,0 +1,408 @@
+"""The run directory (docs/run-directory.md, format version 1): the one module that
+reads and writes it.
+
+The harness writes a run through RunDirWriter and write_jsonl; the harness's own
+readers (collect, export, the figure assertions), the checker and the reports read
+it through the functions below. So this is the one place that decides what a
+file of a run directory means when it is not as written:
+
+- run.json and replicas/<broker>/state.json are UTF-8 JSON: a byte that is not
+  UTF-8, text that is not JSON, or a missing file is a RunDirError naming the
+  run, the file and the line.
+- history.jsonl, events.jsonl and replicas/<broker>/log.jsonl are appended line
+  by line, so a run that was interrupted may leave its last line cut short (no
+  newline, not valid JSON): a TornTail, the lines before it a checkable prefix.
+  Any other line that is not UTF-8 or not a JSON object is a RunDirError.
+
+Standard library only: every layer of isrlab may import it (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from contract import (
+    EVENTS,
+    FORMAT_VERSION,
+    HISTORY,
+    LOG,
+    LOGS,
+    REPLICAS,
+    RUN_JSON,
+    STATE,
+)
+
+__all__ = [
+    "RunDirError", "RunDirWriter", "TornTail", "check_utf8", "count_ops", "discover", "find_line",
+    "new_run_id", "read_events", "read_history", "read_json", "read_jsonl", "read_log",
+    "read_meta", "read_state", "readable_meta", "run_status", "torn_tail", "utc_at", "utc_now",
+    "write_json", "write_jsonl",
+]
+
+# Lines longer than this at the end of a file are read in full anyway; it only
+# bounds the first read of a big file's tail.
+_TAIL_BYTES = 1 << 16
+
+
+class RunDirError(Exception):
+    """A run directory that cannot be read: a missing file, a byte that is not
+    UTF-8, bad JSON, an unknown value. One line naming the run, the file and (when
+    known) the line; a user error (exit 2, docs/exit-codes.md)."""
+
+    exit_code = 2
+
+    def __init__(self, run: str | Path, file: str | Path | None, message: str,
+                 line: int | None = None) -> None:
+        self.run = str(run)
+        self.file = str(file) if file is not None else None
+        self.line = line
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"run {self.run}"
+        if self.file:
+            where += f": {self.file}"
+            if self.line is not None:
+                where += f" line {self.line}"
+        # Keep the whole thing on one line whatever the message contains.
+        return f"{where}: {' '.join(self.message.split())}"
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The last line of an append-only JSON-lines file cut short by an interrupted
+    write: no newline, and not valid JSON. The lines before it are the record."""
+
+    file: str  # relative to the run directory
+    line: int  # 1-based
+    text: str  # the partial line as found
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "partial_text": self.text[:200]}
+
+
+# -- names and times the harness writes ------------------------------------------
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_at(unix_s: float) -> str:
+    """A Unix time as utc_now() writes times."""
+    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+def new_run_id(scenario: str | None, protocol: str) -> str:
+    """`<UTC time>-<scenario>-<protocol>-<6 hex digits>`."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{scenario or 'run'}-{protocol}-{secrets.token_hex(3)}"
+
+
+# -- writing ----------------------------------------------------------------------
+
+
+class RunDirWriter:
+    """Creates one run's directory, names where each of its files goes, and keeps
+    its run.json up to date.
+
+    run.json is written when the run starts (status "running", with its owner)
+    and rewritten atomically whenever it changes, so a crashed run is
+    recognisable: "running", and its owner gone."""
+
+    def __init__(self, root: Path, run_id: str, *, existing: bool = False) -> None:
+        self.run_id = run_id
+        self.path = root / run_id
+        self._meta: dict[str, Any] = {}
+        if existing:
+            self._meta = read_meta(self.path)
+            self.run_id = str(self._meta.get("run_id") or run_id)  # if the dir was renamed
+            self.logs.mkdir(exist_ok=True)
+            self.replicas.mkdir(exist_ok=True)
+            return
+        self.path.mkdir(parents=True, exist_ok=False)
+        self.logs.mkdir()
+        self.replicas.mkdir()
+
+    @classmethod
+    def reopen(cls, path: Path) -> RunDirWriter:
+        """The writer of an existing run directory, its run.json as found
+        (RunDirError if there is none or it cannot be read)."""
+        return cls(path.parent, path.name, existing=True)
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / RUN_JSON
+
+    @property
+    def history(self) -> Path:
+        return self.path / HISTORY
+
+    @property
+    def events(self) -> Path:
+        return self.path / EVENTS
+
+    @property
+    def logs(self) -> Path:
+        return self.path / LOGS
+
+    @property
+    def replicas(self) -> Path:
+        return self.path / REPLICAS
+
+    def replica_dir(self, node: str) -> Path:
+        d = self.replicas / node
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def write_replica(self, node: str, rows: list[dict[str, Any]],
+                      state: dict[str, Any]) -> None:
+        """replicas/<node>/log.jsonl and state.json."""
+        out = self.replica_dir(node)
+        write_jsonl(out / LOG, rows)
+        write_json(out / STATE, state)
+
+    def write_meta(self, **fields: Any) -> None:
+        """Merge fields into run.json and rewrite it atomically."""
+        self._meta.update(fields)
+        self._meta.setdefault("run_id", self.run_id)
+        self._meta.setdefault("format_version", FORMAT_VERSION)
+        tmp = self.run_json.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self._meta, indent=2, default=str, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, self.run_json)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self._meta)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """A JSON-lines file written whole (a replica's log), one compact object a line."""
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """A small JSON file (a replica's state.json), indented."""
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+
+
+# -- finding run directories -------------------------------------------------------
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """Expand the given paths into run directories (a dir holding run.json).
+
+    A path that is itself a run directory is taken as is; any other directory is
+    searched recursively, so a nightly tree of hundreds of runs is one argument.
+    """
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise RunDirError(p, None, "no such run directory")
+        if (p / RUN_JSON).is_file():
+            found.append(p.resolve())
+            continue
+        if not p.is_dir():
+            raise RunDirError(p, None, "not a run directory (no run.json)")
+        runs = sorted(q.parent.resolve() for q in p.rglob(RUN_JSON))
+        # A run's own check/ output never holds run.json, but skip nested copies.
+        runs = [r for r in runs if not any(a in runs for a in r.parents)]
+        if not runs:
+            raise RunDirError(p, None, "no run directories (no run.json) under this path")
+        found.extend(runs)
+    seen: set[Path] = set()
+    return [r for r in found if not (r in seen or seen.add(r))]
+
+
+# -- reading ------------------------------------------------------------------------
+
+
+def _decode(run: Path, rel: str, raw: bytes, first_line: int = 1) -> str:
+    """raw as UTF-8; a RunDirError at the line of its first byte that is not."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = first_line + raw.count(b"\n", 0, e.start)
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise RunDirError(run, rel, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                                    f"{column})", line) from None
+
+
+def read_json(run: Path, rel: str) -> tuple[Any, str]:
+    """A small JSON file of the run (run.json, a state.json): (its value, its text,
+    for locating a bad value's line). RunDirError if it is missing, not UTF-8 or
+    not JSON."""
+    path = Path(run) / rel
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RunDirError(run, rel, "missing file") from None
+    except OSError as e:
+        raise RunDirError(run, rel, f"cannot be read: {e.strerror or e}") from None
+    text = _decode(run, rel, raw)
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as e:
+        raise RunDirError(run, rel, f"not valid JSON: {e.msg}", e.lineno) from None
+
+
+def read_meta(run: Path) -> dict[str, Any]:
+    """run.json of `run` as a dict; RunDirError if there is none or it is not a
+    UTF-8 JSON object."""
+    if not (Path(run) / RUN_JSON).is_file():
+        raise RunDirError(run, None, f"not a run directory (no {RUN_JSON})")
+    meta, _ = read_json(run, RUN_JSON)
+    if not isinstance(meta, dict):
+        raise RunDirError(run, RUN_JSON, "expected a JSON object", 1)
+    return meta
+
+
+def readable_meta(run: Path) -> dict[str, Any]:
+    """run.json as far as it can be read: {} where read_meta raises (for naming a
+    run that cannot be checked, or telling whether it is still running)."""
+    try:
+        return read_meta(run)
+    except RunDirError:
+        return {}
+
+
+def run_status(run: Path) -> str | None:
+    """run.json's status, or None if there is no readable run.json."""
+    status = readable_meta(run).get("status")
+    return status if isinstance(status, str) else None
+
+
+def read_state(run: Path, broker: str) -> dict[str, Any]:
+    """replicas/<broker>/state.json as a dict (RunDirError if it cannot be read)."""
+    rel = f"{REPLICAS}/{broker}/{STATE}"
+    state, _ = read_json(run, rel)
+    if not isinstance(state, dict):
+        raise RunDirError(run, rel, "expected a JSON object", 1)
+    return state
+
+
+def _is_torn(last: bytes) -> bool:
+    """Whether a last line without its newline is cut short: it does not parse, or
+    the cut fell inside a multi-byte character. (A byte that is not UTF-8 anywhere
+    else in it is no cut: the caller's decoding names it.)"""
+    try:
+        json.loads(last.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return e.reason == "unexpected end of data"
+    except json.JSONDecodeError:
+        return True
+    return False  # a complete record, only the newline is missing
+
+
+def torn_tail(run: Path, rel: str) -> TornTail | None:
+    """The torn last line of an append-only JSON-lines file, if it has one. Looks
+    at the file's tail only: the checker's Spark job reads the rest."""
+    path = Path(run) / rel
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with path.open("rb") as fh:
+        fh.seek(max(0, size - _TAIL_BYTES))
+        tail = fh.read()
+        if tail.endswith(b"\n"):
+            return None
+        if b"\n" not in tail and size > _TAIL_BYTES:
+            fh.seek(0)
+            tail = fh.read()
+    last = tail.rsplit(b"\n", 1)[-1]
+    if not _is_torn(last):
+        return None
+    with path.open("rb") as fh:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    return TornTail(rel, lines + 1, last.decode("utf-8", errors="replace"))
+
+
+def check_utf8(run: Path, rel: str) -> None:
+    """RunDirError at the first byte that is not UTF-8 in a JSON-lines file of the
+    run, a torn last line aside: for the checker, whose Spark scan would take such
+    a byte for U+FFFD where read_jsonl refuses it. Reads the file in blocks of
+    whole lines."""
+    lines = 0
+    with (Path(run) / rel).open("rb") as fh:
+        while block := fh.read(1 << 20) + fh.readline():
+            try:
+                block.decode("utf-8")
+            except UnicodeDecodeError as e:
+                last = block.rfind(b"\n") + 1  # where the block's last line starts
+                at_end = not block.endswith(b"\n")  # only the file's end has no newline
+                if not (at_end and e.start >= last and _is_torn(block[last:])):
+                    _decode(run, rel, block, lines + 1)  # raises, naming the line
+            lines += block.count(b"\n")
+
+
+def read_jsonl(run: Path, rel: str) -> list[dict[str, Any]]:
+    """Every record of an append-only JSON-lines file of the run, in file order:
+    [] if it is missing, its torn last line (torn_tail) left out, blank lines
+    skipped. RunDirError at the first other line that is not UTF-8 or not a JSON
+    object."""
+    path = Path(run) / rel
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = raw.split(b"\n")
+    if lines[-1] and _is_torn(lines[-1]):
+        lines.pop()
+    text = _decode(run, rel, b"\n".join(lines))
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RunDirError(run, rel, f"not JSON: {e.msg}", n) from None
+        if not isinstance(row, dict):
+            raise RunDirError(run, rel, "expected a JSON object", n)
+        out.append(row)
+    return out
+
+
+def read_history(run: Path) -> list[dict[str, Any]]:
+    """history.jsonl's ops (read_jsonl's rules)."""
+    return read_jsonl(run, HISTORY)
+
+
+def read_events(run: Path) -> list[dict[str, Any]]:
+    """events.jsonl's protocol events (read_jsonl's rules; [] without the file)."""
+    return read_jsonl(run, EVENTS)
+
+
+def read_log(run: Path, broker: str) -> list[dict[str, Any]]:
+    """replicas/<broker>/log.jsonl's records (read_jsonl's rules)."""
+    return read_jsonl(run, f"{REPLICAS}/{broker}/{LOG}")
+
+
+def count_ops(run: Path) -> int:
+    """Operations in the run's history: its invocations (each completed, or left
+    open by a crash), counted without parsing the lines."""
+    with open(Path(run) / HISTORY, "rb") as f:
+        return sum(1 for line in f if b'"type":"invoke"' in line)
+
+
+def find_line(run: Path, rel: str, raw: str) -> int | None:
+    """1-based line number of the first line equal to raw (error path only: the
+    line Spark found bad, located for the message)."""
+    with (Path(run) / rel).open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.rstrip("\r\n") == raw:
+                return n
+    return None
