@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contract import PROTOCOLS  # noqa: E402
+from harness.backends import reaper  # noqa: E402
 from harness.errors import Interrupted  # noqa: E402
 from harness.progress import Progress  # noqa: E402
-from harness.run import reaper  # noqa: E402
 from harness.run.assertions import judge  # noqa: E402
 from harness.run.runner import RunOptions, run_scenario  # noqa: E402
 from harness.scenario.loader import all_variants, list_scenarios  # noqa: E402

@@ -71,8 +71,8 @@ if str(ROOT) not in sys.path:
 from contract import PROCESS_FAULTS, PROTOCOLS  # noqa: E402
 from contract.rundir import readable_meta  # noqa: E402
 from harness.backends.local import leftover_processes  # noqa: E402
+from harness.backends.owner import process_start  # noqa: E402
 from harness.backends.ports import address_free  # noqa: E402
-from harness.run.owner import process_start  # noqa: E402
 from harness.scenario.loader import find_scenario, list_scenarios, load_scenario  # noqa: E402
 
 PHASES = ("start", "steps", "collection", "checking")

@@ -2,7 +2,7 @@
 
     python bench/sim_speed.py [--runs 20] [--seed 0] [--protocol 0.10] [--repeat 3]
 
-Simulates seeds S..S+N-1 as `isrlab swarm` draws them (harness.sim.swarm.simulate),
+Simulates seeds S..S+N-1 as `isrlab swarm` draws them (harness.chaos.swarm.simulate),
 in this one process, and prints the CPU seconds a run costs (median of the
 repeats), the operations a run records, and a digest of every run's history,
 events, replica logs and trace. Two commits that print the same digest
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from machine import speed_line  # noqa: E402 - bench/ is the script's own path
 
 from contract import EVENTS, HISTORY, REPLICAS, TRACE  # noqa: E402
-from harness.sim.swarm import SwarmSpec, simulate  # noqa: E402
+from harness.chaos.swarm import SwarmSpec, simulate  # noqa: E402
 
 
 def digest(run_dirs: list[Path]) -> str:

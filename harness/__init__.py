@@ -16,4 +16,8 @@ Layering (tests/test_layering.py keeps it so):
               `harness.run.clock.RunClock`, its run directory, its backend) and hands
               them to workloads and nemesis. Only `harness.cli` imports the checker
               and reports: a run never judges; the CLI checks and renders afterwards.
+
+Inside the harness, folders lowest first (each imports only its own and lower ones):
+the root (errors, progress, YAML locations), sim (the simulator's runtime), backends,
+scenario, run, chaos, cli. docs/README.md maps where each kind of change goes.
 """

@@ -147,7 +147,7 @@ def dead_owner():
     what a crashed isrlab leaves recorded on its Docker objects."""
     import subprocess
 
-    from harness.run.owner import Owner, process_start
+    from harness.backends.owner import Owner, process_start
 
     proc = subprocess.Popen(["sleep", "60"])
     try:

@@ -24,7 +24,7 @@ from conftest import ROOT, free_port
 from checker.api import RunResult
 from checker.client import check
 from checker.java import ensure_java
-from harness.sim.swarm import SwarmSpec, simulate
+from harness.chaos.swarm import SwarmSpec, simulate
 
 pytestmark = [pytest.mark.spark]
 

@@ -239,7 +239,7 @@ def test_collect_stops_leftover_local_processes(tmp_path: Path) -> None:
             cwd=tmp_path, env=_env(), start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
-        from harness.run.admin import request, try_status
+        from harness.backends.admin import request, try_status
 
         def leading() -> bool:
             parts = (try_status(addresses["A"]) or {}).get("partitions") or [{}]

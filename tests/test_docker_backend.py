@@ -17,9 +17,9 @@ import docker.client
 import pytest
 from conftest import docker_leftovers, docker_or_skip, free_base_port
 
+from harness.backends.admin import request, try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import UsageError
-from harness.run.admin import request, try_status
 
 pytestmark = pytest.mark.docker
 

@@ -24,6 +24,7 @@ import docker.errors
 import pytest
 from conftest import ROOT, TESTS, dead_owner, docker_leftovers, docker_or_skip, free_base_port
 
+from harness.backends.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.backends.docker_image import (
     clean_leftovers,
@@ -31,8 +32,7 @@ from harness.backends.docker_image import (
     run_labels,
     sweep_leftovers,
 )
-from harness.run.admin import try_status
-from harness.run.owner import Owner
+from harness.backends.owner import Owner
 
 pytestmark = pytest.mark.docker
 

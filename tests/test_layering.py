@@ -138,17 +138,18 @@ def test_nemesis_and_workloads_load_without_the_harness() -> None:
 
 # -- inside the harness ---------------------------------------------------------
 
-# The backends are below the run, the CLI, chaos runs and the simulator's tools:
-# these are the only modules of those layers a backend may import, each a leaf that
-# imports no backend (test_backend_allowances_are_leaves), and each used.
-BACKEND_ALLOWED: dict[str, str] = {
-    "harness.run.admin": "the nodes' admin requests: readiness, net-block, net-delay",
-    "harness.run.owner": "who owns a run: labels, markers, leftovers of a killed harness",
-    "harness.run.reaper": "the safety net that kills the local backend's process groups",
-    "harness.sim.runtime": "the sim backend runs on the simulator's runtime",
-    "harness.sim.trace": "the sim backend writes the fetch-round trace",
-}
-ABOVE_BACKENDS = ("harness.run", "harness.cli", "harness.chaos", "harness.sim")
+# The harness's folders, lowest first (docs/README.md, "The layout"): a module may
+# import harness modules of its own folder and of the folders before it, never of
+# one after it -- so no cycle can form between folders.
+HARNESS_LAYERS = (
+    "harness",  # errors, progress, YAML locations and validation: shared by all
+    "harness.sim",  # the simulator's runtime and fetch-round trace
+    "harness.backends",  # nodes, network faults, artefacts: local, docker, ssh, sim
+    "harness.scenario",  # the scenario format, its loader and the catalogue
+    "harness.run",  # one run: runner, steps, observation, collection
+    "harness.chaos",  # random faults: chaos runs, nightly, swarm, shrink, export
+    "harness.cli",  # the commands: the only wiring to the checker and reports
+)
 
 # Function-local imports of harness modules, each kept local because the module
 # loads a heavy or optional dependency (the value) that only its command needs;
@@ -175,7 +176,7 @@ def _imported_modules(path: Path, *, local_only: bool = False) -> set[str]:
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                # `from harness.run import admin` imports the module harness.run.admin
+                # `from harness.run import admin` imports the module harness.backends.admin
                 found.update(f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}")
                              else node.module for a in node.names)
     return {m for m in found if m == "harness" or m.startswith("harness.")}
@@ -186,26 +187,30 @@ def _is_module(name: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def test_backends_import_nothing_above_them() -> None:
-    used: set[str] = set()
-    bad = []
-    for path in _modules("harness/backends"):
-        for mod in _imported_modules(path):
-            if any(mod == p or mod.startswith(p + ".") for p in ABOVE_BACKENDS):
-                if mod in BACKEND_ALLOWED:
-                    used.add(mod)
-                else:
-                    bad.append((_rel(path), mod))
-    assert bad == [], f"backends import a layer above them: {sorted(bad)}"
-    assert used == set(BACKEND_ALLOWED), "an allowance no backend needs any more"
+def _layer(module: str) -> int:
+    """The index in HARNESS_LAYERS of the folder that holds `module`."""
+    folder = module if _is_package(module) else module.rpartition(".")[0]
+    return HARNESS_LAYERS.index(folder)
 
 
-def test_backend_allowances_are_leaves() -> None:
-    """What a backend may import from above imports no backend (else: a cycle)."""
-    for mod in BACKEND_ALLOWED:
-        path = ROOT / (mod.replace(".", "/") + ".py")
-        deps = _imported_modules(path)
-        assert not {d for d in deps if d.startswith("harness.backends")}, (mod, deps)
+def _is_package(name: str) -> bool:
+    return (ROOT / name.replace(".", "/") / "__init__.py").is_file()
+
+
+def test_every_harness_folder_has_a_layer() -> None:
+    folders = {_rel(p.parent).replace("/", ".") for p in _modules("harness")}
+    assert folders == set(HARNESS_LAYERS)
+
+
+def test_harness_folders_import_only_their_own_and_lower_layers() -> None:
+    bad = sorted(
+        (_rel(path), mod)
+        for path in _modules("harness")
+        for mod in _imported_modules(path)
+        if mod != "harness"
+        and _layer(mod) > _layer(_rel(path)[:-3].replace("/", ".").removesuffix(".__init__"))
+    )
+    assert bad == [], f"harness modules that import a folder above their own: {bad}"
 
 
 def test_no_function_local_import_of_a_harness_module() -> None:

@@ -9,7 +9,7 @@ import subprocess
 
 from conftest import dead_owner
 
-from harness.run.owner import LABEL_PID, Liveness, Owner, liveness_of, process_start
+from harness.backends.owner import LABEL_PID, Liveness, Owner, liveness_of, process_start
 
 
 def test_this_process_is_alive_and_round_trips_through_labels() -> None:

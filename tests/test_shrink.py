@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from harness.sim.shrink import Candidate, compressed, packages_of, without_chunks
+from harness.chaos.shrink import Candidate, compressed, packages_of, without_chunks
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -136,7 +136,7 @@ SAFE = dict(protocol="latest", acks="all", faults=parse_faults("kill,pause,isola
 
 
 def _sim(tmp: Path, seed: int, **net: float) -> Path:
-    from harness.sim.swarm import SwarmSpec, simulate
+    from harness.chaos.swarm import SwarmSpec, simulate
 
     out = simulate(seed, SwarmSpec.of(**SAFE, network=Network(**net)), str(tmp), "net")
     assert out["error"] is None, out["error"]
@@ -209,7 +209,7 @@ def test_the_final_read_outlasts_a_lossy_network(tmp_path):
     lost and asked again. Seed 11: the leader moves while t/1 is read (NOT_LEADER):
     the read is recorded as failed, the partition converges again and is read anew.
     Both runs complete (before, each ended incomplete at the final read)."""
-    from harness.sim.swarm import SwarmSpec, simulate
+    from harness.chaos.swarm import SwarmSpec, simulate
 
     safe = {k: v for k, v in SAFE.items() if k not in ("faults", "time_limit")}
     lossy = Network(loss=0.01)

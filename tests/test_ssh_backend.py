@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from conftest import ROOT, TESTS, docker_or_skip
 
+from harness.backends.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.backends.hostsfile import load_hosts
 from harness.errors import UsageError
-from harness.run.admin import try_status
 
 pytestmark = pytest.mark.docker
 

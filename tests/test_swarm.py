@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 from checker.client import check
-from harness.sim.swarm import SwarmSpec, draw_config, simulate
+from harness.chaos.swarm import SwarmSpec, draw_config, simulate
 from nemesis.schedule import parse_faults
 
 
@@ -57,7 +57,7 @@ def test_swarm_finds_and_replays(tmp_path):
         assert (row["report"] is not None) == bool(row["kinds"]), row
         assert (out_dir / "report.html").is_file() == bool(row["kinds"])
     assert found and any(not row["kinds"] for row in out["rows"]), found
-    # One seed again, alone, as a swarm task runs it (harness.sim.swarm.simulate): the
+    # One seed again, alone, as a swarm task runs it (harness.chaos.swarm.simulate): the
     # same run, byte for byte, and the same finding.
     seed = next(iter(found.values()))[0]
     again = simulate(seed, SwarmSpec.of("0.10"), str(tmp_path / "b"), "b")

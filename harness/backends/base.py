@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from contract import CONTROLLER
+from harness.backends import admin
 from harness.backends.artefacts import Artefacts
 from harness.backends.net import Grudge, Net, Rules
 from harness.backends.nodes import Nodes
 from harness.backends.ports import check_free
 from harness.backends.spec import ClusterSpec
-from harness.run import admin
 from nemesis import delays
 
 

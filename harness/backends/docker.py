@@ -12,7 +12,7 @@ Faults: kill = SIGKILL to the container, pause/resume = the cgroup freezer
 a one-off container, partitions = iptables DROP rules inside the containers (hence
 NET_ADMIN). Everything carries the label `isrlab.run=<run-id>`, the run
 directory's path (`isrlab.run_dir`) and the owner labels of this process
-(harness.run.owner), and teardown removes it all.
+(harness.backends.owner), and teardown removes it all.
 
 A killed harness leaves its containers running. `salvage` (`isrlab collect`) kills
 them, saves their logs and copies each broker's volume into run_dir/data/<node>;

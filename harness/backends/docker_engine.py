@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from harness.backends.owner import Liveness, liveness_of
 from harness.errors import HarnessError, UsageError, one_line
-from harness.run.owner import Liveness, liveness_of
 
 if TYPE_CHECKING:
     import docker.client

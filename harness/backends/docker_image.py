@@ -13,7 +13,7 @@ Two images:
   else does.
 
 Everything isrlab starts at run time carries the label `isrlab.run=<run-id>`, the
-path of the run directory (`isrlab.run_dir`) and its owner (`harness.run.owner`: host,
+path of the run directory (`isrlab.run_dir`) and its owner (`harness.backends.owner`: host,
 pid, start time); `sweep_leftovers()` removes what runs whose owner is gone left
 behind and keeps the rest -- and the volumes of a crashed run whose directory still
 waits for `isrlab collect` -- and `clean_leftovers()` removes one run's objects (its
@@ -54,8 +54,8 @@ from harness.backends.docker_engine import (
     DockerUnavailable,
     docker_client,
 )
+from harness.backends.owner import Liveness, Owner, liveness_of
 from harness.errors import RunIncomplete, one_line
-from harness.run.owner import Liveness, Owner, liveness_of
 
 LABEL_RUN_DIR = "isrlab.run_dir"  # absolute path of the run directory
 LABEL_NODE = "isrlab.node"  # the node a container or volume is of

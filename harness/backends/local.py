@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import IO
 
 from contract import CONTROLLER, LOGS
+from harness.backends import reaper
+from harness.backends.admin import command
 from harness.backends.artefacts import Salvage
 from harness.backends.base import Backend
 from harness.backends.net import Grudge
 from harness.backends.nodes import log_tail
+from harness.backends.owner import process_start
 from harness.backends.ports import address_free, address_in_use, check_port_range
 from harness.backends.spec import ClusterSpec
 from harness.errors import RunIncomplete, UsageError
-from harness.run import reaper
-from harness.run.admin import command
-from harness.run.owner import process_start
 
 DATA = "data"  # run_dir/data/<node>/: each node's data directory
 _MODULES = {"broker.server": "broker", "broker.controller": "controller"}

@@ -14,8 +14,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from harness.backends.admin import try_status
 from harness.errors import RunIncomplete, UsageError
-from harness.run.admin import try_status
 from workloads.runtime import REAL, Runtime
 
 LOG_TAIL_LINES = 15  # of a node's log, in the error when it dies before it is ready

@@ -43,6 +43,7 @@ from harness.backends.base import Backend
 from harness.backends.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
 from harness.backends.net import Grudge
 from harness.backends.nodes import DROP_UNSYNCED_PY, LOG_TAIL_LINES
+from harness.backends.owner import Owner
 from harness.backends.spec import ClusterSpec
 from harness.backends.ssh_clean import discard_run, salvage_run
 from harness.backends.ssh_remote import Remote
@@ -56,7 +57,6 @@ from harness.backends.ssh_run import (
     remove_chain_script,
 )
 from harness.errors import HarnessError, RunIncomplete, UsageError
-from harness.run.owner import Owner
 
 BROKER_DIR = Path(broker.__file__).resolve().parent
 STATE_TTL = 0.25  # seconds a probed process state is trusted by is_running()

@@ -22,6 +22,7 @@ from contract import CONTROLLER, LOGS, RUNNING
 from contract.rundir import run_status
 from harness.backends.artefacts import Salvage
 from harness.backends.hostsfile import Host, load_hosts
+from harness.backends.owner import Liveness, Owner
 from harness.backends.ssh_remote import Remote
 from harness.backends.ssh_run import (
     CHAIN_PREFIX,
@@ -33,7 +34,6 @@ from harness.backends.ssh_run import (
     remove_chain_script,
 )
 from harness.errors import HarnessError, RunIncomplete, UsageError
-from harness.run.owner import Liveness, Owner
 
 # Remotes of runs salvaged by this process, for discard_run (same `isrlab collect`).
 _SALVAGED: dict[str, list[tuple[Host, str]]] = {}

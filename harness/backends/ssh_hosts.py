@@ -36,8 +36,8 @@ from harness.backends.docker_image import (
     tar_files,
 )
 from harness.backends.hostsfile import load_hosts
+from harness.backends.owner import Owner
 from harness.errors import RunIncomplete, UsageError, one_line
-from harness.run.owner import Owner
 
 LABEL_SSHHOSTS = "isrlab.sshhosts"
 SSHHOST_REPO = "isrlab-sshhost"

@@ -158,7 +158,7 @@ class ChaosConfig:
 def chaos_run(cfg: ChaosConfig, seed: int, ops: list[dict[str, Any]] | None = None
               ) -> tuple[Scenario, dict[str, Any]]:
     """The scenario of one chaos run with `seed`, and run.json's extra fields; `ops`
-    replaces the schedule the seed draws (a shrunk one, harness.sim.shrink)."""
+    replaces the schedule the seed draws (a shrunk one, harness.chaos.shrink)."""
     if ops is None:
         ops = schedule(cfg.schedule_spec(), seed)
     workload = {

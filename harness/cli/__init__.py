@@ -22,6 +22,7 @@ import sys
 from typing import NoReturn
 
 from contract.rundir import RunDirError
+from harness.backends import reaper
 from harness.cli import (
     chaos,
     check,
@@ -40,7 +41,6 @@ from harness.cli import (
     trace,
 )
 from harness.errors import HarnessError, RunIncomplete
-from harness.run import reaper
 
 # In the order `isrlab --help` lists them.
 COMMANDS = (scenarios, reproduce, check, collect, docker, chaos, export, nightly, matrix,

@@ -1,5 +1,5 @@
 """`isrlab shrink RUN_DIR`: the smallest schedule found that still shows the run's
-anomaly, written as a scenario YAML (harness.sim.shrink makes the candidates).
+anomaly, written as a scenario YAML (harness.chaos.shrink makes the candidates).
 
 Each round simulates its candidates on the sim backend with the run's seed and
 checks them in one batch; the smallest candidate that still shows the kind
@@ -28,11 +28,7 @@ from contract import ANOMALY_KINDS
 from contract.rundir import count_ops, read_meta
 from harness.chaos.export import export_scenario, found_kinds
 from harness.chaos.runs import ChaosConfig, chaos_run
-from harness.cli.common import add_no_server_flag, use_server
-from harness.errors import UsageError, one_line
-from harness.progress import Progress
-from harness.run.runner import RunOptions, run_scenario
-from harness.sim.shrink import (
+from harness.chaos.shrink import (
     Candidate,
     compressed,
     config_of,
@@ -41,6 +37,10 @@ from harness.sim.shrink import (
     start,
     without_chunks,
 )
+from harness.cli.common import add_no_server_flag, use_server
+from harness.errors import UsageError, one_line
+from harness.progress import Progress
+from harness.run.runner import RunOptions, run_scenario
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@
                  [--acks A] [--set KEY=VALUE ...] [--time-limit 60s] [--runs-dir DIR]
 
 Seeds S..S+N-1 go to Spark tasks; each task simulates the chaos run of each of
-its seeds on the sim backend (harness.sim.swarm.simulate: the configuration drawn
+its seeds on the sim backend (harness.chaos.swarm.simulate: the configuration drawn
 from the seed, the schedule, the run) and writes its run directory under the
 batch directory, which every task must reach (one machine, or shared storage
 on a cluster). The checker then checks every run in one batch, on the same
@@ -28,6 +28,7 @@ from broker.sim_cluster import Network
 from checker.spark import get_session, task_slices
 from contract import PROTOCOLS
 from harness.chaos.runs import parse_sets
+from harness.chaos.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
 from harness.cli.common import (
     acks_of,
     add_chaos_flags,
@@ -48,7 +49,6 @@ from harness.cli.common import (
     typed,
 )
 from harness.errors import UsageError
-from harness.sim.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
 from reports.render import INDEX
 
 SWARM = "swarm"

@@ -1,1 +1,2 @@
-"""One run of a scenario: the runner, its run directory, and what it reads from the cluster."""
+"""One run of a scenario: the runner, its steps, its clock, how it watches the
+cluster (observation, events) and collects the replicas, and the figure assertions."""

@@ -23,10 +23,10 @@ from broker.wire import WireError
 from contract import CRASHED, EVENTS, HISTORY, RUNNING
 from contract.rundir import RunDirWriter, read_meta, utc_at, utc_now
 from harness.backends import backend_class
+from harness.backends.admin import request, try_status
 from harness.backends.base import Backend
+from harness.backends.owner import Liveness, Owner
 from harness.errors import UsageError
-from harness.run.admin import request, try_status
-from harness.run.owner import Liveness, Owner
 
 
 def hosted_partitions(topics: list[dict[str, Any]], node: str) -> list[tuple[str, int]]:

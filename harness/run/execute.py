@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract import CONTROLLER, PROCESS_FAULTS
+from harness.backends import admin
 from harness.backends.base import Backend
 from harness.errors import RunIncomplete
 from harness.progress import Progress
-from harness.run import admin
 from harness.run.observe import Observer, wait_for
 from harness.scenario.steps import TIMED_FAULTS, Step
 from nemesis.faults import Nemesis

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from broker.wire import Connection, WireError
+from harness.backends.admin import partition_status
 from harness.backends.base import Backend
 from harness.errors import RunIncomplete
-from harness.run.admin import partition_status
 from harness.run.events import EventsCollector
 from workloads.runtime import REAL, Runtime
 

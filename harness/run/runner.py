@@ -19,16 +19,15 @@ from typing import Any
 
 from contract import COMPLETE, CONTROLLER, INCOMPLETE, RUNNING
 from contract.rundir import RunDirWriter, new_run_id, utc_now
-from harness.backends import backend_class, make_backend
+from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
+from harness.backends.owner import Owner
 from harness.backends.sim import SimBackend
 from harness.errors import HarnessError, Interrupted, RunIncomplete
 from harness.progress import Progress, StatusTicker
-from harness.run import reaper
 from harness.run.execute import StepContext, StepRunner
 from harness.run.observation import Observation
 from harness.run.observe import Observer, wait_for
-from harness.run.owner import Owner
 from harness.run.sim_observation import SimObservation
 from harness.scenario.loader import Scenario, workload_partitions
 from nemesis.faults import FaultWindow, Nemesis
