@@ -2,7 +2,7 @@
 
     python bench/gen_history.py OUT_DIR --ops 1000000 [--inject all|none|kind,...] [--seed N]
 
-Writes a run directory (DESIGN.md format 1) with about --ops history operations:
+Writes a run directory (docs/run-directory.md, format 1) with about --ops history operations:
 producers sending unique values, two consumers reading everything, a final read,
 two replicas. Each injected anomaly is recorded in OUT_DIR/injected.json with the
 values/offsets a checker must report, so tests and benchmarks can compare.

@@ -1,4 +1,4 @@
-"""Spark schemas of the JSON-lines files (DESIGN.md, run-directory format 1).
+"""Spark schemas of the JSON-lines files (docs/run-directory.md, format 1).
 
 Fields whose JSON type varies by op are read as strings: Spark keeps the raw JSON
 text of a number or a list in a StringType field, so ``value`` (an int for a

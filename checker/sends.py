@@ -2,7 +2,7 @@
 availability per fault window, and the values acknowledged more than once.
 
 Sends are nearly all of a history, and a send's invoke and completion share its
-value (DESIGN.md: a unique int). Grouping the send lines by value -- a hash
+value (docs/run-directory.md: a unique int). Grouping the send lines by value -- a hash
 aggregation, no sort -- pairs them, which gives the latency and the
 completion's type and time without ordering the history by process. The pairs
 are then tallied per run, fault window and latency bucket (checker.latency) in

@@ -1,4 +1,4 @@
-"""A tiny writer of run directories (DESIGN.md format 1) for tests and benchmarks.
+"""A tiny writer of run directories (docs/run-directory.md, format 1) for tests and benchmarks.
 
 It writes what the harness would write, op by op, so tests state a history in a
 few lines instead of hard-coding files; the checker's expected output is then

@@ -1,5 +1,5 @@
 """aborted-read: a consumer poll returned a value whose send failed (definitely not
-written, per DESIGN.md), so the client was told one thing and readers see another."""
+written: docs/anomalies.md), so the client was told one thing and readers see another."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """divergence: two replicas hold different records at the same offset, where both
 consider it settled: below both their HWs after healing, or anywhere once they
-report the same LEO (DESIGN.md).
+report the same LEO (docs/anomalies.md).
 
 One anomaly per partition and replica pair; the witness lists the divergent
 offsets (first 20) with both replicas' records and both replicas' final states.
