@@ -17,6 +17,7 @@ or a delay lasts gets it again: its backend applies `grudge` to it and calls
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from harness.errors import UsageError
@@ -26,30 +27,21 @@ Grudge = dict[str, list[str]]
 Rules = list[dict[str, Any]]
 
 
+@dataclass
 class Net:
-    def __init__(
-        self,
-        backend: str,
-        nodes: list[str],
-        *,
-        apply: Callable[[Grudge], None] | None,
-        send_rules: Callable[[str, Rules], None],
-        reachable: Callable[[str], bool],
-        monotonic: Callable[[], float],
-        check: Callable[[Grudge], None] = lambda _grudge: None,
-    ) -> None:
-        self.backend = backend
-        self.nodes = nodes
-        self._apply = apply
-        self._check = check
-        self._send_rules = send_rules
-        self._reachable = reachable
-        self._monotonic = monotonic
-        # The current partition; applied again to a node that restarts.
-        self.grudge: Grudge = {}
-        # Active `delay` plans and when each began (re-sent, shortened, to a node
-        # that restarts while they last).
-        self._delays: list[tuple[delays.DelayPlan, float]] = []
+    backend: str
+    nodes: list[str]
+    _: KW_ONLY
+    apply: Callable[[Grudge], None] | None
+    send_rules: Callable[[str, Rules], None]
+    reachable: Callable[[str], bool]
+    monotonic: Callable[[], float]
+    check: Callable[[Grudge], None] = lambda _grudge: None
+    # The current partition; applied again to a node that restarts.
+    grudge: Grudge = field(default_factory=dict)
+    # Active `delay` plans and when each began (re-sent, shortened, to a node that
+    # restarts while they last).
+    _delays: list[tuple[delays.DelayPlan, float]] = field(default_factory=list)
 
     # -- partitions ------------------------------------------------------------
 
@@ -60,7 +52,7 @@ class Net:
             for n in (node, *peers):
                 if n not in self.nodes:
                     raise UsageError(f"unknown node {n!r} in partition")
-        self._check(grudge)
+        self.check(grudge)
         self.grudge = {n: sorted(set(p)) for n, p in grudge.items() if p}
         self._make_it_so()
 
@@ -71,9 +63,9 @@ class Net:
         self._make_it_so()
 
     def _make_it_so(self) -> None:
-        if self._apply is None:
+        if self.apply is None:
             raise NotImplementedError(f"the {self.backend} backend cannot partition the network")
-        self._apply(self.grudge)
+        self.apply(self.grudge)
 
     # -- delays ----------------------------------------------------------------
 
@@ -83,7 +75,7 @@ class Net:
         for n in plan:
             if n not in self.nodes:
                 raise UsageError(f"unknown node {n!r} in delay")
-        self._delays.append((plan, self._monotonic()))
+        self._delays.append((plan, self.monotonic()))
         for n in plan:
             self._send(n)
 
@@ -95,7 +87,7 @@ class Net:
             self._send(n)
 
     def current_delays(self, node: str) -> Rules:
-        now = self._monotonic()
+        now = self.monotonic()
         merged: delays.DelayPlan = {}
         for plan, began in self._delays:
             merged = delays.merge(merged, delays.remaining(plan, now - began))
@@ -104,8 +96,8 @@ class Net:
     def _send(self, node: str) -> None:
         """Give a running node its current delay rules (a node that is down gets
         them when it starts: `reapply_delays`)."""
-        if self._reachable(node):
-            self._send_rules(node, self.current_delays(node))
+        if self.reachable(node):
+            self.send_rules(node, self.current_delays(node))
 
     def reapply_delays(self, node: str) -> None:
         """After `node` (re)started: the delays that still last, if any."""

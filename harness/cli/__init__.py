@@ -3,10 +3,11 @@
 Each command is a module of this package (scenarios.py is `isrlab scenarios`,
 reproduce.py `isrlab reproduce`, ...) with `add_parser(sub)`, which adds its
 subcommand and options, and `run(args)`, which does it and returns the exit
-status. What they share -- options, the interrupt-safe check, the check and
-reports of a batch of runs -- is common.py's; a command module imports no other
-(tests/test_layering.py). The CLI's modules are the only ones of the harness
-that wire it to the checker and the reports.
+status. What they share is in three modules: flags.py (the options, each defined
+once), checks.py (the interrupt-safe check, a batch checked in one Spark job with
+its reports and exit codes) and cellrun.py (scenario x protocol cells); a command
+module imports those and no other (tests/test_layering.py). The CLI's modules are
+the only ones of the harness that wire it to the checker and the reports.
 
 Every user error is one line on stderr and exit status 2; a run that cannot
 complete is exit 3, and so is an interrupt (Ctrl-C, SIGTERM), also during the
@@ -27,8 +28,8 @@ from harness.cli import (
     chaos,
     check,
     checker,
+    checks,
     collect,
-    common,
     docker,
     export,
     matrix,
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     reaper.install_signal_handlers()
     code = _command(args)
-    if common.abandoned.is_set():
+    if checks.abandoned.is_set():
         # An interrupted check's thread is still inside a call into Spark's JVM:
         # leave without waiting for it (and without the py4j errors it would log on
         # the way out). The JVM exits by itself once its stdin, our pipe, closes.

@@ -19,35 +19,7 @@ from typing import Any
 from checker.verdict import VALID
 from contract import PROTOCOLS
 from harness.chaos.runs import CHAOS, ChaosConfig, chaos_run, parse_sets
-from harness.cli.common import (
-    STATUS_EVERY,
-    acks_of,
-    add_backend_flag,
-    add_chaos_flags,
-    add_hosts_flag,
-    add_master_flag,
-    add_network_flags,
-    add_no_server_flag,
-    add_output_flags,
-    add_port_flag,
-    add_runs_dir_flag,
-    add_runs_flag,
-    add_seed_flag,
-    add_time_limit_flag,
-    backend_options,
-    chaos_exit_code,
-    check_batch_or_exit,
-    new_batch,
-    positive_float,
-    positive_int,
-    print_json,
-    probability,
-    progress_of,
-    random_seed,
-    report_of,
-    typed,
-    use_server,
-)
+from harness.cli import checks, flags
 from harness.errors import HarnessError, Interrupted
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from reports.render import INDEX, render_index
@@ -57,17 +29,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = sub.add_parser("chaos", help="random faults over a continuous workload: N runs, "
                                      "checked in one Spark batch")
     c.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    add_backend_flag(c)
-    add_no_server_flag(c)
-    add_time_limit_flag(c)
-    add_runs_flag(c)
-    add_seed_flag(c, "run i (from 0) uses seed S+i (default: random, printed)")
-    add_chaos_flags(c, drawn=False)
-    add_runs_dir_flag(c)
-    add_port_flag(c)
-    add_hosts_flag(c)
-    add_network_flags(c)
-    count, seconds = typed(positive_int), typed(positive_float)
+    flags.add_backend_flag(c)
+    flags.add_no_server_flag(c)
+    flags.add_time_limit_flag(c)
+    flags.add_runs_flag(c)
+    flags.add_seed_flag(c, "run i (from 0) uses seed S+i (default: random, printed)")
+    flags.add_chaos_flags(c, drawn=False)
+    flags.add_runs_dir_flag(c)
+    flags.add_port_flag(c)
+    flags.add_hosts_flag(c)
+    flags.add_network_flags(c)
+    count, seconds = flags.typed(flags.positive_int), flags.typed(flags.positive_float)
     c.add_argument("--brokers", type=count, default=ChaosConfig.brokers)
     c.add_argument("--partitions", type=count, default=ChaosConfig.partitions)
     c.add_argument("--producers", type=count, default=ChaosConfig.producers)
@@ -84,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"mean seconds before each fault (default {ChaosConfig.interval:g})")
     c.add_argument("--duration", type=seconds, default=ChaosConfig.duration,
                    help=f"mean seconds a fault lasts (default {ChaosConfig.duration:g})")
-    c.add_argument("--overlap", type=typed(probability), default=ChaosConfig.overlap,
+    c.add_argument("--overlap", type=flags.typed(flags.probability), default=ChaosConfig.overlap,
                    help="probability that a package is compound: a second process fault "
                         "on another broker --gap later, both open together (default "
                         f"{ChaosConfig.overlap:g})")
@@ -96,18 +68,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c.add_argument("--keep", choices=("all", "anomalies"), default="all",
                    help="anomalies: delete the run directories that show none after the "
                         "check (default: keep all)")
-    add_master_flag(c)
+    flags.add_master_flag(c)
     c.add_argument("--junit", type=Path, metavar="FILE")
     c.add_argument("--results", type=Path, metavar="DIR",
                    help="append the results to this Parquet table")
-    add_output_flags(c)
+    flags.add_output_flags(c)
     return c
 
 
 def run(args: argparse.Namespace) -> int:
     broker_cfg, controller_cfg = parse_sets(args.sets)
     cfg = ChaosConfig(protocol=args.protocol, time_limit=args.time_limit, faults=args.faults,
-                      acks=acks_of(args), broker_config=broker_cfg,
+                      acks=flags.acks_of(args), broker_config=broker_cfg,
                       controller_config=controller_cfg, brokers=args.brokers,
                       partitions=args.partitions, producers=args.producers,
                       consumers=args.partitions, rate=args.rate, batch=args.batch,
@@ -115,11 +87,11 @@ def run(args: argparse.Namespace) -> int:
                       duration=args.duration, quiet=args.quiet_period,
                       overlap=args.overlap, gap=args.gap)
     cfg.broker_names()  # refuses a bad --brokers before anything starts
-    seed = args.seed if args.seed is not None else random_seed()
-    batch = new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
+    seed = args.seed if args.seed is not None else checks.random_seed()
+    batch = checks.new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
     batch_id = batch.name
-    progress = progress_of(args)
-    options = backend_options(args)
+    progress = flags.progress_of(args)
+    options = flags.backend_options(args)
     faults = ",".join(str(f) for f in cfg.faults)
     progress.line(f"chaos: {args.runs} run(s) of {cfg.time_limit:g}s under {args.protocol} "
                   f"on {args.backend}, faults {faults}, acks {args.acks}, seed {seed} "
@@ -131,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         meta["chaos"].update(batch=batch_id, run=i + 1, runs=args.runs)
         record = run_scenario(scenario, RunOptions(
             protocol=args.protocol, backend=args.backend, seed=seed + i, runs_dir=batch,
-            backend_options=options, meta=meta, status_every=STATUS_EVERY,
+            backend_options=options, meta=meta, status_every=checks.STATUS_EVERY,
             status_prefix=f"run {i + 1}/{args.runs}", time_limit=cfg.time_limit), progress)
         records.append(record)
         if record.error is not None:
@@ -149,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
         summary["runs"] = [{"run_id": r.run_id, "run_dir": str(r.run_dir),
                             "error": str(r.error) if r.error else None} for r in records]
         return _finish(args, summary, interrupted.exit_code)
-    results = check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+    results = checks.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
                                   batch, master=args.master, junit=args.junit,
-                                  results=args.results, use_server=use_server(args))
+                                  results=args.results, use_server=flags.use_server(args))
     if isinstance(results, int):
         return _finish(args, summary, results)
     shown = 0
@@ -163,13 +135,13 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(line)
             if r.anomalies:
-                print(f"  run: {r.run_dir}\n  report: {report_of(r)}\n"
+                print(f"  run: {r.run_dir}\n  report: {checks.report_of(r)}\n"
                       f"  export: isrlab export {r.run_dir} --out FILE")
         summary["runs"].append({"run_id": r.run_id, "run_dir": str(r.run_dir),
                                 "seed": r.summary.get("seed"), "verdict": r.verdict,
                                 "found": r.summary.get("found") or {},
-                                "report": report_of(r)})
-    code = chaos_exit_code(results, records)
+                                "report": checks.report_of(r)})
+    code = checks.chaos_exit_code(results, records)
     if args.keep == "anomalies":
         for r in results:
             if not r.anomalies and r.verdict == VALID:
@@ -186,5 +158,5 @@ def run(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int) -> int:
     summary["exit_code"] = code
     if args.json:
-        print_json(summary)
+        checks.print_json(summary)
     return code

@@ -20,19 +20,7 @@ from checker.spark import check_master
 from checker.verdict import INCOMPLETE, batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
 from contract.rundir import RunDirError, discover, read_meta, run_status
-from harness.cli.common import (
-    add_master_flag,
-    add_no_server_flag,
-    add_output_flags,
-    anomaly_line,
-    interruptible,
-    judged,
-    print_json,
-    progress_of,
-    render_report,
-    say_truncated,
-    use_server,
-)
+from harness.cli import checks, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.collect import collect_crashed, owner_gone
@@ -42,7 +30,7 @@ from reports.render import INDEX, render_index
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="check run directories with the Spark checker")
     c.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    add_master_flag(c)
+    flags.add_master_flag(c)
     c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
     c.add_argument("--results", type=Path, metavar="DIR",
                    help="append every run's results to this Parquet table (trend pages)")
@@ -50,8 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="write the batch's index page here (default: PATH/index.html "
                         "when one tree of several runs is checked)")
     c.add_argument("--no-report", action="store_true", help="skip the HTML reports")
-    add_output_flags(c)
-    add_no_server_flag(c)
+    flags.add_output_flags(c)
+    flags.add_no_server_flag(c)
     return c
 
 
@@ -60,13 +48,13 @@ def run(args: argparse.Namespace) -> int:
     for p in args.paths:
         if not p.exists():
             raise UsageError(f"no such run directory: {p}")
-    progress = progress_of(args)
+    progress = flags.progress_of(args)
     try:
         run_dirs = discover(list(args.paths))
         check_master(args.master)  # before a crashed run is collected for nothing
         _collect_crashed_runs(run_dirs, progress)
-        results = interruptible(client.check, list(args.paths), master=args.master,
-                                progress=progress.line, use_server=use_server(args))
+        results = checks.interruptible(client.check, list(args.paths), master=args.master,
+                                progress=progress.line, use_server=flags.use_server(args))
     except (CheckerError, RunDirError) as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
@@ -78,12 +66,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"isrlab: {r.error}", file=sys.stderr)
             # No report: the run was not checked, and an earlier one would not say so.
             (r.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
-    say_truncated(results)
-    results = [judged(r) for r in results]
+    checks.say_truncated(results)
+    results = [checks.judged(r) for r in results]
     if args.results is not None:
         try:
             client.append_results(results, args.results, master=args.master,
-                                  progress=progress.line, use_server=use_server(args))
+                                  progress=progress.line, use_server=flags.use_server(args))
         except CheckerError as e:
             print(f"isrlab: {one_line(e)}", file=sys.stderr)
             return e.exit_code
@@ -91,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     reports = {}
     if not args.no_report:
         progress.line(f"rendering {len(checked)} report(s)")
-        reports = {r.run_id: render_report(r.run_dir) for r in checked}
+        reports = {r.run_id: checks.render_report(r.run_dir) for r in checked}
         index = args.index
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX
@@ -100,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.junit is not None:
         write_junit(results, args.junit)
     if args.json:
-        print_json({"runs": [{**r.summary, "report": reports.get(r.run_id)} for r in results]})
+        checks.print_json({"runs": [{**r.summary, "report": reports.get(r.run_id)}
+                                    for r in results]})
     else:
         for r in results:
             print(f"{r.verdict:15} {r.run_dir}")
@@ -108,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  the run did not finish (status {r.status}): only what it recorded "
                       "was checked")
             for a in r.anomalies:
-                print(f"  {anomaly_line(a)}")
+                print(f"  {checks.anomaly_line(a)}")
             for m in r.summary.get("assertions_failed") or []:
                 print(f"  {m}")
             if r.unjudged:

@@ -17,7 +17,7 @@ from typing import Any
 from checker import client
 from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER, cds_archive, check_master, driver_log_path
-from harness.cli.common import interruptible
+from harness.cli import checks
 from harness.errors import RunIncomplete, UsageError
 
 
@@ -68,7 +68,7 @@ def _setup() -> int:
           "(a check of a made-up run in a JVM that records them; about a minute) ...",
           flush=True)
     start = time.monotonic()
-    built = interruptible(archive.build, wait=True)
+    built = checks.interruptible(archive.build, wait=True)
     if not target.is_file():
         raise RunIncomplete("checker setup: the JVM wrote no class-data archive "
                             f"(its log: {driver_log_path()})")

@@ -7,7 +7,7 @@ assertions (harness.run.assertions), else what differed (`+kind` found but not
 expected, `-kind` expected but not found, `assert FIGURE`, `incomplete`,
 `error`), writes index.html with the same matrix linking each run's report, and
 exits 0 only when every cell matches (1 otherwise, 2 on bad input, 3 when
-interrupted). The cells are run and checked by harness.cli.common.run_cells,
+interrupted). The cells are run and checked by harness.cli.cellrun.run_cells,
 which `reproduce --all-variants` shares.
 """
 
@@ -21,26 +21,8 @@ from pathlib import Path
 
 from broker.protocol import VERSIONS
 from contract import CHECK, PROTOCOLS, REPORT_HTML
-from harness.cli.common import (
-    DOCKER_PORT_STRIDE,
-    OK_MARK,
-    RUNS_INDEX,
-    Cell,
-    add_backend_flag,
-    add_hosts_flag,
-    add_no_server_flag,
-    add_output_flags,
-    add_port_flag,
-    add_runs_dir_flag,
-    add_runs_flag,
-    add_seed_flag,
-    expect_line,
-    new_batch,
-    positive_int,
-    progress_of,
-    run_cells,
-    typed,
-)
+from harness.cli import cellrun, checks, flags
+from harness.cli.cellrun import OK_MARK, RUNS_INDEX
 from harness.scenario.loader import (
     Scenario,
     all_variants,
@@ -55,22 +37,22 @@ INDEX = "index.html"
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     m = sub.add_parser("matrix", help="every scenario x variant x version, checked in one "
                                       "Spark batch, as a matrix of verdicts")
-    add_backend_flag(m)
-    add_runs_flag(m, "runs per cell (default 1)")
+    flags.add_backend_flag(m)
+    flags.add_runs_flag(m, "runs per cell (default 1)")
     m.add_argument("--scenario", action="append", metavar="NAME|PATH",
                    help="only these scenarios (repeatable; default: every shipped one)")
     m.add_argument("--protocol", action="append", choices=PROTOCOLS,
                    help=f"only these versions (repeatable; default: {', '.join(VERSIONS)})")
-    add_seed_flag(m, "run i of a cell uses seed S+i (default 0)", default=0)
-    add_runs_dir_flag(m)
-    add_port_flag(m, "the first run's port; with --jobs, job slot k uses PORT + "
-                     f"k (local) or PORT + {DOCKER_PORT_STRIDE}k (docker)")
-    m.add_argument("--jobs", type=typed(positive_int), default=1,
+    flags.add_seed_flag(m, "run i of a cell uses seed S+i (default 0)", default=0)
+    flags.add_runs_dir_flag(m)
+    flags.add_port_flag(m, "the first run's port; with --jobs, job slot k uses PORT + "
+                     f"k (local) or PORT + {cellrun.DOCKER_PORT_STRIDE}k (docker)")
+    m.add_argument("--jobs", type=flags.typed(flags.positive_int), default=1,
                    metavar="N", help="runs at a time (default 1): each run mostly waits on "
                                      "its brokers' timers, so a few fit on one machine")
-    add_hosts_flag(m)
-    add_no_server_flag(m)
-    add_output_flags(m)
+    flags.add_hosts_flag(m)
+    flags.add_no_server_flag(m)
+    flags.add_output_flags(m)
     return m
 
 
@@ -79,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
     scenarios = [load_scenario(find_scenario(n)) for n in names]  # bad input: exit 2 first
     rows = [v for s in scenarios for v in all_variants(s)]
     protocols = list(dict.fromkeys(args.protocol or VERSIONS))
-    progress = progress_of(args)
-    batch = new_batch(args.runs_dir, "matrix")
+    progress = flags.progress_of(args)
+    batch = checks.new_batch(args.runs_dir, "matrix")
     progress.line(f"matrix: {len(rows)} row(s) x {len(protocols)} version(s) x {args.runs} "
                   f"run(s) on {args.backend}; runs in {batch}")
-    cells = run_cells(rows, protocols, args.runs, batch, args, progress)
+    cells = cellrun.run_cells(rows, protocols, args.runs, batch, args, progress)
     if isinstance(cells, int):
         return cells
     index = write_index(cells, rows, protocols, batch / INDEX)
@@ -108,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def matrix_lines(cells: list[Cell], rows: list[Scenario], protocols: list[str]) -> list[str]:
+def matrix_lines(cells: list[cellrun.Cell], rows: list[Scenario],
+                 protocols: list[str]) -> list[str]:
     at = {(c.row, c.protocol): c for c in cells}
     names = [r.run_name for r in rows]
     width = max(len(n) for n in names)
@@ -120,7 +103,7 @@ def matrix_lines(cells: list[Cell], rows: list[Scenario], protocols: list[str]) 
     return [line.rstrip() for line in out]
 
 
-def write_index(cells: list[Cell], rows: list[Scenario], protocols: list[str],
+def write_index(cells: list[cellrun.Cell], rows: list[Scenario], protocols: list[str],
                 out: Path) -> Path:
     """The matrix as a page: each cell links every run's report (relative links)."""
     at = {(c.row, c.protocol): c for c in cells}
@@ -142,7 +125,7 @@ def write_index(cells: list[Cell], rows: list[Scenario], protocols: list[str],
             cls = "ok" if c.matches else "bad"
             tds.append(f'<td class="{cls}">{html.escape(c.text())}<br><small>'
                        f'{" ".join(links)}</small></td>')
-        expect = html.escape(expect_line(r))
+        expect = html.escape(cellrun.expect_line(r))
         body.append(f"<tr><th>{html.escape(r.run_name)}<br><small>{expect}</small></th>"
                     f"{''.join(tds)}</tr>")
     bad = sum(not c.matches for c in cells)

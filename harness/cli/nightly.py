@@ -17,21 +17,7 @@ from pathlib import Path
 from checker.verdict import VALID
 from harness.chaos import nightly
 from harness.chaos.runs import chaos_run
-from harness.cli.common import (
-    STATUS_EVERY,
-    add_hosts_flag,
-    add_master_flag,
-    add_no_server_flag,
-    add_output_flags,
-    add_port_flag,
-    backend_options,
-    check_batch_or_exit,
-    print_json,
-    progress_of,
-    random_seed,
-    report_of,
-    use_server,
-)
+from harness.cli import checks, flags
 from harness.errors import HarnessError, Interrupted
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from reports.render import INDEX
@@ -43,11 +29,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     n.add_argument("config", type=Path, metavar="CONFIG.yaml")
     n.add_argument("--results", type=Path, required=True, metavar="DIR",
                    help="the nights, the Parquet results table and trend.html live here")
-    add_port_flag(n)
-    add_hosts_flag(n)
-    add_master_flag(n)
-    add_no_server_flag(n)
-    add_output_flags(n)
+    flags.add_port_flag(n)
+    flags.add_hosts_flag(n)
+    flags.add_master_flag(n)
+    flags.add_no_server_flag(n)
+    flags.add_output_flags(n)
     return n
 
 
@@ -55,10 +41,10 @@ def run(args: argparse.Namespace) -> int:
     """One night of the configured matrix; exit 1 for an anomaly a row does not
     allow, 3 for a run that did not complete or could not be checked."""
     night_cfg = nightly.load_config(args.config)  # FILE:LINE errors: exit 2, nothing started
-    seed = night_cfg.seed if night_cfg.seed is not None else random_seed()
+    seed = night_cfg.seed if night_cfg.seed is not None else checks.random_seed()
     night = nightly.night_id()
     night_dir = args.results / "nights" / night
-    progress = progress_of(args)
+    progress = flags.progress_of(args)
     total = sum(c.runs for c in night_cfg.cells)
     progress.line(f"nightly {night}: {len(night_cfg.cells)} cell(s), {total} run(s), seed "
                   f"{seed}; in {night_dir}")
@@ -66,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     interrupted: HarnessError | None = None
     done = 0
     # Every backend's options before the first run: a missing --hosts fails now.
-    options_of = {b: backend_options(args, backend=b)
+    options_of = {b: flags.backend_options(args, backend=b)
                   for b in sorted({c.backend for c in night_cfg.cells})}
     for cell in night_cfg.cells:
         options = options_of[cell.backend]
@@ -78,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             record = run_scenario(scenario, RunOptions(
                 protocol=cell.protocol, backend=cell.backend, seed=seed + i,
                 runs_dir=night_dir / cell.name, backend_options=options, meta=meta,
-                status_every=STATUS_EVERY, status_prefix=f"{cell.name} run {i + 1}/"
+                status_every=checks.STATUS_EVERY, status_prefix=f"{cell.name} run {i + 1}/"
                 f"{cell.runs} ({done}/{total})", time_limit=cell.config.time_limit), progress)
             records.append((cell, record))
             if isinstance(record.error, Interrupted):
@@ -92,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"isrlab: interrupted; the night's runs are in {night_dir}: `isrlab check "
               f"{night_dir}` checks them", file=sys.stderr)
         return interrupted.exit_code
-    results = check_batch_or_exit([r.run_dir for _, r in records], night_dir / INDEX,
+    results = checks.check_batch_or_exit([r.run_dir for _, r in records], night_dir / INDEX,
                                   progress, night_dir, master=args.master,
                                   junit=night_dir / "junit.xml",
                                   results=args.results / "results",
-                                  use_server=use_server(args))
+                                  use_server=flags.use_server(args))
     if isinstance(results, int):
         return results
     by_dir = {r.run_dir.resolve(): r for r in results}
@@ -116,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             "not_allowed": not_allowed,
             "detection_s": nightly.detection_times(record.run_dir) if found else {},
             "throughput": nightly.throughput(r.summary) if r is not None else None,
-            "report": report_of(r) if r is not None else None})
+            "report": checks.report_of(r) if r is not None else None})
         if not args.json:
             kinds = ", ".join(f"{k} ×{n}" for k, n in found.items())
             mark = f" NOT ALLOWED: {', '.join(not_allowed)}" if not_allowed else ""
@@ -138,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         code = 0
     if args.json:
-        print_json({"night": night, "seed": seed, "index": str(night_dir / INDEX),
+        checks.print_json({"night": night, "seed": seed, "index": str(night_dir / INDEX),
                     "junit": str(night_dir / "junit.xml"), "trend": str(trend_page),
                     "runs": runs_meta, "exit_code": code})
     else:

@@ -20,34 +20,7 @@ from checker.api import RunResult
 from checker.errors import CheckerError
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
 from contract import PROTOCOLS
-from harness.cli.common import (
-    RUNS_INDEX,
-    CheckInterrupted,
-    add_backend_flag,
-    add_base_image_flag,
-    add_hosts_flag,
-    add_network_flags,
-    add_no_server_flag,
-    add_output_flags,
-    add_port_flag,
-    add_runs_dir_flag,
-    add_runs_flag,
-    add_seed_flag,
-    anomaly_line,
-    backend_options,
-    check_batch_or_exit,
-    interruptible,
-    judged,
-    new_batch,
-    print_json,
-    progress_of,
-    render_report,
-    reproduced_exit_code,
-    run_cells,
-    say_truncated,
-    stamp,
-    use_server,
-)
+from harness.cli import cellrun, checks, flags
 from harness.errors import Interrupted, UsageError, one_line
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario.loader import all_variants, find_scenario, load_scenario
@@ -58,23 +31,23 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="run one scenario and check it")
     r.add_argument("scenario", metavar="NAME|PATH")
     r.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    add_backend_flag(r)
-    add_seed_flag(r, "an integer >= 0 (default: random)")
-    add_runs_dir_flag(r)
-    add_port_flag(r, "local: the port of every node (one 127.0.0.x address each); "
+    flags.add_backend_flag(r)
+    flags.add_seed_flag(r, "an integer >= 0 (default: random)")
+    flags.add_runs_dir_flag(r)
+    flags.add_port_flag(r, "local: the port of every node (one 127.0.0.x address each); "
                      "docker: the first of one host port per node (P..P+brokers)")
-    add_hosts_flag(r)
-    add_base_image_flag(r, "docker: build the broker image on this base (e.g. "
+    flags.add_hosts_flag(r)
+    flags.add_base_image_flag(r, "docker: build the broker image on this base (e.g. "
                            "python:3.11-slim) instead of the debootstrapped one")
-    add_network_flags(r)
-    add_output_flags(r)
-    add_runs_flag(r, "run it N times, check them in one batch, print k/N reproduced")
+    flags.add_network_flags(r)
+    flags.add_output_flags(r)
+    flags.add_runs_flag(r, "run it N times, check them in one batch, print k/N reproduced")
     g = r.add_mutually_exclusive_group()
     g.add_argument("--variant", metavar="X", help="run this variant of the scenario "
                                                   "(default: the first it declares)")
     g.add_argument("--all-variants", action="store_true",
                    help="run every variant, checked in one batch, one verdict line each")
-    add_no_server_flag(r)
+    flags.add_no_server_flag(r)
     return r
 
 
@@ -91,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
 def reproduce_one(args: argparse.Namespace) -> int:
     scenario = load_scenario(find_scenario(args.scenario), args.variant)
-    progress = progress_of(args)
-    options = backend_options(args)
+    progress = flags.progress_of(args)
+    options = flags.backend_options(args)
     # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
-    client.prestart(use_server=use_server(args))
+    client.prestart(use_server=flags.use_server(args))
     record = run_scenario(
         scenario,
         RunOptions(protocol=args.protocol, backend=args.backend, seed=args.seed,
@@ -111,19 +84,19 @@ def reproduce_one(args: argparse.Namespace) -> int:
                        incomplete=True)
     progress.line("checking ...")
     try:
-        result = interruptible(client.check, [record.run_dir],
+        result = checks.interruptible(client.check, [record.run_dir],
                                progress=lambda m: progress.line(f"  {m}"),
-                               use_server=use_server(args))[0]
+                               use_server=flags.use_server(args))[0]
     except CheckerError as e:
         return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
-    except CheckInterrupted as e:
+    except checks.CheckInterrupted as e:
         return _finish(args, summary, e.exit_code, error=str(e))
     if result.error is not None:  # the checker could not read what the run wrote
         return _finish(args, summary, result.exit_code, error=f"checker: {result.error}")
-    say_truncated([result])
-    result = judged(result)
+    checks.say_truncated([result])
+    result = checks.judged(result)
     failed = result.summary.get("assertions_failed") or []
-    report = render_report(record.run_dir)
+    report = checks.render_report(record.run_dir)
     code = reproduce_exit_code(result)
     summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
                    unexpected=result.unexpected, missing=result.missing,
@@ -132,7 +105,7 @@ def reproduce_one(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"verdict: {result.verdict}{_verdict_gloss(result)}")
         for a in summary["anomalies"]:
-            print(f"  {anomaly_line(a)}")
+            print(f"  {checks.anomaly_line(a)}")
         for m in failed:
             print(f"  {m}")
         print(f"run: {record.run_dir}")
@@ -170,7 +143,7 @@ def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
         if not args.json:
             print(f"run: {summary['run_dir']}{' (incomplete)' if incomplete else ''}")
     if args.json:
-        print_json(summary)
+        checks.print_json(summary)
     return code
 
 
@@ -192,9 +165,9 @@ def reproduce_runs(args: argparse.Namespace) -> int:
     """The scenario N times, checked in one batch; "reproduced k/N": the runs whose
     verdict is valid (every expected kind found, nothing unexpected)."""
     scenario = load_scenario(find_scenario(args.scenario))
-    progress = progress_of(args)
-    options = backend_options(args)
-    batch = args.runs_dir / f"{stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
+    progress = flags.progress_of(args)
+    options = flags.backend_options(args)
+    batch = args.runs_dir / f"{checks.stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
     records: list[RunRecord] = []
     for i in range(args.runs):
         progress.line(f"run {i + 1}/{args.runs}")
@@ -206,14 +179,14 @@ def reproduce_runs(args: argparse.Namespace) -> int:
             print(f"isrlab: interrupted during run {i + 1}/{args.runs}; the runs are in "
                   f"{batch}: `isrlab check {batch}` checks them", file=sys.stderr)
             return record.error.exit_code
-    results = check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
-                                  use_server=use_server(args))
+    results = checks.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+                                  use_server=flags.use_server(args))
     if isinstance(results, int):
         return results
     k = sum(r.verdict == VALID for r in results)
     expected = scenario.expect_for(args.protocol)
     if args.json:
-        print_json({"scenario": scenario.name, "protocol": args.protocol,
+        checks.print_json({"scenario": scenario.name, "protocol": args.protocol,
                     "expect": expected, "reproduced": k, "runs": args.runs,
                     "index": str(batch / INDEX),
                     "results": [{"run_dir": str(r.run_dir), "verdict": r.verdict,
@@ -226,7 +199,7 @@ def reproduce_runs(args: argparse.Namespace) -> int:
         print(f"reproduced {k}/{args.runs} (expect under {args.protocol}: "
               f"{', '.join(expected) or 'no anomaly'})")
         print(f"index: {batch / INDEX}")
-    return reproduced_exit_code((r.anomalies, r.verdict) for r in results)
+    return checks.reproduced_exit_code((r.anomalies, r.verdict) for r in results)
 
 
 # -- --all-variants, or --runs N with variants or assertions ---------------------
@@ -240,15 +213,15 @@ def reproduce_variants(args: argparse.Namespace) -> int:
     if args.base_image:
         raise UsageError("--base-image is not supported with --all-variants or --runs here; "
                          "build the image first (isrlab docker build --base-image IMAGE)")
-    progress = progress_of(args)
-    batch = new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
+    progress = flags.progress_of(args)
+    batch = checks.new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
     args.seed = args.seed if args.seed is not None else 0
-    cells = run_cells(rows, [args.protocol], args.runs, batch, args, progress)
+    cells = cellrun.run_cells(rows, [args.protocol], args.runs, batch, args, progress)
     if isinstance(cells, int):
         return cells
     outcomes = [(c, o) for c in cells for o in c.outcomes]
     if args.json:
-        print_json({"scenario": base.name, "protocol": args.protocol, "batch": str(batch),
+        checks.print_json({"scenario": base.name, "protocol": args.protocol, "batch": str(batch),
                     "runs": [{"variant": c.row, "run_dir": str(o["run_dir"]),
                               "verdict": o["verdict"], "found": o["found"],
                               "assertions": o["messages"]} for c, o in outcomes]})
@@ -260,5 +233,5 @@ def reproduce_variants(args: argparse.Namespace) -> int:
                   f"{', '.join(want) or 'no anomaly'})  {o['run_dir']}")
             for m in o["messages"]:
                 print(f"  {m}")
-        print(f"index: {batch / RUNS_INDEX}")
-    return reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)
+        print(f"index: {batch / cellrun.RUNS_INDEX}")
+    return checks.reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)

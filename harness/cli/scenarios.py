@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli.common import expect_line
+from harness.cli import cellrun
 from harness.scenario.loader import all_variants, list_scenarios
 
 
@@ -27,5 +27,5 @@ def scenario_lines() -> list[str]:
         for v in all_variants(s):
             label = f"[{v.variant}] " if v.variant else ""
             asserted = f" · asserts {len(v.assertions)}" if v.assertions else ""
-            out.append(f"    {label}expect {expect_line(v)}{asserted}")
+            out.append(f"    {label}expect {cellrun.expect_line(v)}{asserted}")
     return out

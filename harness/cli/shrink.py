@@ -37,7 +37,7 @@ from harness.chaos.shrink import (
     start,
     without_chunks,
 )
-from harness.cli.common import add_no_server_flag, use_server
+from harness.cli import flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("--kind", choices=ANOMALY_KINDS,
                    help="the anomaly kind to keep (default: the first the run shows)")
     s.add_argument("--out", type=Path, metavar="FILE", help="default: ./<name>.yaml")
-    add_no_server_flag(s)
+    flags.add_no_server_flag(s)
     s.add_argument("--quiet", action="store_true", help="no progress lines")
     return s
 
@@ -62,7 +62,7 @@ class Shrinker:
         self.cfg, self.seed, self.kind = cfg, seed, kind
         # The run's message faults (run.json `network`): every candidate has them.
         self.options = {"network": network or Network()}
-        self.progress, self.use_server = progress, use_server
+        self.progress, self.use_server = progress, flags.use_server
         self.work = run_dir.parent / f"{run_dir.name}-shrink"
         self.source = run_dir.name
         self.rounds = 0
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     meta = read_meta(run_dir)
     cfg = config_of(meta)
     progress = Progress(sys.stdout, quiet=args.quiet)
-    server = use_server(args)
+    server = flags.use_server(args)
     found = found_kinds(run_dir)
     try:
         if not found:  # not checked yet (or nothing found: the check says so again)

@@ -29,25 +29,7 @@ from checker.spark import get_session, task_slices
 from contract import PROTOCOLS
 from harness.chaos.runs import parse_sets
 from harness.chaos.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
-from harness.cli.common import (
-    acks_of,
-    add_chaos_flags,
-    add_master_flag,
-    add_network_flags,
-    add_output_flags,
-    add_runs_dir_flag,
-    add_runs_flag,
-    add_seed_flag,
-    add_time_limit_flag,
-    chaos_exit_code,
-    check_batch_or_exit,
-    new_batch,
-    positive_float,
-    print_json,
-    progress_of,
-    report_of,
-    typed,
-)
+from harness.cli import checks, flags
 from harness.errors import UsageError
 from reports.render import INDEX
 
@@ -58,32 +40,32 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = sub.add_parser("swarm", help="simulated chaos runs with randomized configurations, "
                                      "spread over Spark tasks and checked in one batch")
     s.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    add_runs_flag(s, default=None, required=True)
-    add_seed_flag(s, "seeds S..S+N-1, one run each (default 0)", default=0)
-    add_master_flag(s)
-    add_chaos_flags(s, drawn=True)
-    add_time_limit_flag(s, default=SWARM_DEFAULTS["time_limit"])
-    s.add_argument("--rate", type=typed(positive_float), default=SWARM_DEFAULTS["rate"],
+    flags.add_runs_flag(s, default=None, required=True)
+    flags.add_seed_flag(s, "seeds S..S+N-1, one run each (default 0)", default=0)
+    flags.add_master_flag(s)
+    flags.add_chaos_flags(s, drawn=True)
+    flags.add_time_limit_flag(s, default=SWARM_DEFAULTS["time_limit"])
+    s.add_argument("--rate", type=flags.typed(flags.positive_float), default=SWARM_DEFAULTS["rate"],
                    help=f"records per second per run (default {SWARM_DEFAULTS['rate']:g})")
-    add_runs_dir_flag(s)
-    add_network_flags(s)
-    add_output_flags(s)
+    flags.add_runs_dir_flag(s)
+    flags.add_network_flags(s)
+    flags.add_output_flags(s)
     return s
 
 
 def run(args: argparse.Namespace) -> int:
     broker_cfg, controller_cfg = parse_sets(args.sets)
     spec = SwarmSpec.of(args.protocol, time_limit=args.time_limit, faults=args.faults,
-                        acks=acks_of(args), broker_config=broker_cfg,
+                        acks=flags.acks_of(args), broker_config=broker_cfg,
                         controller_config=controller_cfg, rate=args.rate,
                         network=Network(args.net_loss, args.net_duplicate))
     if args.master is not None and args.master.startswith("sc://"):
         raise UsageError("isrlab swarm runs its simulations as Spark tasks, which Spark "
                          "Connect (sc://) does not offer; give local[N] or spark://HOST:PORT")
-    batch = new_batch(args.runs_dir, f"{SWARM}-{args.protocol}").resolve()
+    batch = checks.new_batch(args.runs_dir, f"{SWARM}-{args.protocol}").resolve()
     batch_id = batch.name
     batch.mkdir(parents=True)
-    progress = progress_of(args)
+    progress = flags.progress_of(args)
     seeds = list(range(args.seed, args.seed + args.runs))
     progress.line(f"swarm: {args.runs} simulated run(s) of {spec.base.time_limit:g}s under "
                   f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]}; runs in {batch}")
@@ -105,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     for sim in sims:
         if sim["error"]:
             progress.line(f"seed {sim['seed']}: the run did not complete: {sim['error']}")
-    results = check_batch_or_exit(
+    results = checks.check_batch_or_exit(
         [Path(s["run_dir"]) for s in sims], batch / INDEX, progress, batch,
         master=args.master, use_server=False, reports_for_findings=True, render_on=sc)
     if isinstance(results, int):
@@ -121,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             found.setdefault(k, []).append(sim["seed"])
         rows.append({"seed": sim["seed"], "run_dir": sim["run_dir"],
                      "verdict": r.verdict if r is not None else None, "kinds": kinds,
-                     "report": report_of(r) if r is not None else None,
+                     "report": checks.report_of(r) if r is not None else None,
                      "config": sim["config"]})
         if kinds and not args.json:
             print(f"seed {sim['seed']}: {', '.join(kinds)} ({_config_line(sim['config'])})\n"
@@ -135,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
                "runs_per_minute": round(len(sims) / total * 60, 1),
                "ops": sum(s.get("ops", 0) for s in sims),
                "index": str(batch / INDEX), "rows": rows}
-    code = chaos_exit_code(results, [])
+    code = checks.chaos_exit_code(results, [])
     summary["exit_code"] = code
     if args.json:
-        print_json(summary)
+        checks.print_json(summary)
     else:
         kinds = "; ".join(f"{k} in {len(v)} seed(s)" for k, v in sorted(found.items()))
         print(f"found: {kinds or 'nothing'} ({len(sims)} runs, {total:.1f}s, "

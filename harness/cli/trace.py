@@ -14,7 +14,7 @@ import json
 import sys
 
 from contract import PROTOCOLS
-from harness.cli.common import add_output_flags, add_runs_dir_flag, add_seed_flag
+from harness.cli import flags
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
@@ -26,12 +26,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                      "round: each replica's LEO and HW, the leader's view")
     t.add_argument("scenario", metavar="NAME|PATH")
     t.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    add_seed_flag(t, "default 0", default=0)
+    flags.add_seed_flag(t, "default 0", default=0)
     t.add_argument("--variant", help="this variant of the scenario (default: its first)")
     t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
     t.add_argument("--partition", type=int, help="... and partition")
-    add_runs_dir_flag(t)
-    add_output_flags(t)
+    flags.add_runs_dir_flag(t)
+    flags.add_output_flags(t)
     return t
 
 

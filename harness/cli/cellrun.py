@@ -1,0 +1,185 @@
+"""Scenario x protocol cells, for `isrlab matrix` and `reproduce --all-variants`:
+each cell's runs, checked in one batch and judged against the scenario's
+`expect`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from broker.protocol import VERSIONS
+from checker.api import RunResult
+from checker.verdict import ERROR, INCOMPLETE, VALID
+from contract import ASSERTIONS_JSON, CHECK
+from harness.cli.checks import check_batch_or_exit
+from harness.cli.flags import backend_options, use_server
+from harness.errors import Interrupted, UsageError
+from harness.progress import Progress
+from harness.run.runner import RunOptions, RunRecord, run_scenario
+from harness.scenario.loader import Scenario
+
+if TYPE_CHECKING:
+    pass
+
+T = TypeVar("T")
+
+# -- scenario x protocol cells (matrix, reproduce --all-variants) --------------
+
+RUNS_INDEX = "runs.html"  # the checker's per-run index page of the batch
+OK_MARK = "✓"
+DOCKER_PORT_STRIDE = 16  # host ports per docker run: one per node, and room to spare
+
+
+def expect_line(scenario: Scenario) -> str:
+    """Compact expectations per version: `0.10 lost-write · 0.11+ none`."""
+    parts: list[str] = []
+    last: list[str] | None = None
+    for v in VERSIONS:
+        kinds = sorted(scenario.expect_for(v))
+        if kinds != last:
+            parts.append(f"{v}+ {','.join(kinds) or 'none'}")
+            last = kinds
+    if parts and len(parts) == 1:
+        return parts[0].replace(f"{VERSIONS[0]}+ ", "all ")
+    # An entry that holds for one version only is written without its +.
+    out = []
+    for i, p in enumerate(parts):
+        v = p.split()[0][:-1]
+        nxt = parts[i + 1].split()[0][:-1] if i + 1 < len(parts) else None
+        following = VERSIONS[VERSIONS.index(v) + 1] if v != VERSIONS[-1] else None
+        out.append(p.replace(f"{v}+", v, 1) if nxt is not None and nxt == following else p)
+    return " · ".join(out)
+
+
+@dataclass
+class Cell:
+    row: str  # the scenario (or scenario-variant) name
+    protocol: str
+    records: list[RunRecord] = field(default_factory=list)
+    # Per run: (verdict with assertions, found kinds, unexpected, missing, failed assertions)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def matches(self) -> bool:
+        return bool(self.outcomes) and all(o["verdict"] == VALID for o in self.outcomes)
+
+    def text(self) -> str:
+        if self.matches:
+            return OK_MARK
+        bad = [o for o in self.outcomes if o["verdict"] != VALID]
+        diff = _difference(bad[0]) if bad else "not run"
+        n = len(self.outcomes)
+        return f"{n - len(bad)}/{n} {diff}" if n > 1 else diff
+
+
+def _difference(o: dict[str, Any]) -> str:
+    if o["verdict"] in (INCOMPLETE, ERROR):
+        return o["verdict"]
+    parts = [f"+{k}" for k in o["unexpected"]] + [f"-{k}" for k in o["missing"]]
+    parts += [f"assert {a['figure']}" for a in o["failed_assertions"]]
+    return " ".join(parts) or o["verdict"]
+
+
+def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path,
+              args: argparse.Namespace, progress: Progress) -> list[Cell] | int:
+    """Run every row x protocol `runs` times into `batch`, check them in one batch and
+    judge the assertions; an exit status instead when interrupted or the checker fails."""
+    stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
+    jobs = getattr(args, "jobs", 1)
+    if args.backend == "ssh" and jobs > 1:
+        raise UsageError("--jobs > 1 needs ports of its own per run; the ssh backend takes "
+                         "its ports from the hosts file: run the matrix with --jobs 1")
+    options_at = {slot: backend_options(args, port=args.port + slot * stride)
+                  for slot in range(jobs)}  # before the first run: a bad --hosts fails now
+    cells: list[Cell] = []
+    plan: list[tuple[Cell, Scenario, int]] = []
+    for s in rows:
+        for p in protocols:
+            cell = Cell(s.run_name, p)
+            cells.append(cell)
+            plan += [(cell, s, i) for i in range(runs)]
+    total = len(plan)
+    records: list[RunRecord | None] = [None] * total
+    slots = list(range(jobs))  # free job slots: slot k runs on port + k * stride
+    lock = threading.Lock()
+    stop = threading.Event()
+    # Parallel runs' step lines would interleave: then only the run lines show.
+    run_progress = progress if jobs == 1 else Progress(quiet=True)
+
+    def run(n: int) -> None:
+        cell, s, i = plan[n]
+        if stop.is_set():
+            return
+        with lock:
+            slot = slots.pop()
+            progress.line(f"[{n + 1}/{total}] {s.run_name} under {cell.protocol}")
+        options = options_at[slot]
+        try:
+            record = run_scenario(s, RunOptions(
+                protocol=cell.protocol, backend=args.backend, seed=(args.seed or 0) + i,
+                runs_dir=batch, backend_options=options), run_progress)
+        finally:
+            with lock:
+                slots.append(slot)
+        records[n] = record
+        if isinstance(record.error, Interrupted):
+            stop.set()
+
+    if jobs == 1:
+        for n in range(total):
+            run(n)
+            if stop.is_set():
+                break
+    else:
+        # Ctrl-C reaches this (the main) thread: no new run starts, the runs in
+        # flight end as they would, and the batch is left checkable.
+        with ThreadPoolExecutor(jobs, thread_name_prefix="isrlab-run") as pool:
+            futures = [pool.submit(run, n) for n in range(total)]
+            try:
+                for f in futures:
+                    while not f.done():
+                        wait([f], timeout=0.1)
+                    f.result()
+            except (KeyboardInterrupt, Interrupted):
+                stop.set()
+    done = [r for r in records if r is not None]
+    if stop.is_set():
+        print(f"isrlab: interrupted; the runs are in {batch}: "
+              f"`isrlab check {batch}` checks them", file=sys.stderr)
+        return Interrupted.exit_code
+    for (cell, _, _), record in zip(plan, done, strict=True):
+        cell.records.append(record)
+    results = check_batch_or_exit([r.run_dir for c in cells for r in c.records],
+                                  batch / RUNS_INDEX, progress, batch,
+                                  use_server=use_server(args))
+    if isinstance(results, int):
+        return results
+    by_dir = {r.run_dir.resolve(): r for r in results}
+    for c in cells:
+        for rec in c.records:
+            c.outcomes.append(judge(rec, by_dir.get(rec.run_dir.resolve())))
+    return cells
+
+
+def judge(record: RunRecord, result: RunResult | None) -> dict[str, Any]:
+    """One run's outcome: its verdict (check_batch judged the figure assertions)."""
+    if result is None:
+        return {"run_dir": record.run_dir, "verdict": ERROR, "found": [], "unexpected": [],
+                "missing": [], "failed_assertions": [], "messages": ["not checked"],
+                "anomalies": []}
+    messages = list(result.summary.get("assertions_failed") or [])
+    failed: list[dict[str, Any]] = []
+    path = record.run_dir / CHECK / ASSERTIONS_JSON
+    if messages and path.exists():
+        failed = [a for a in json.loads(path.read_text())["assertions"] if not a["ok"]]
+    return {"run_dir": record.run_dir, "verdict": result.verdict,
+            "found": sorted({a["kind"] for a in result.anomalies}),
+            "unexpected": result.unexpected, "missing": result.missing,
+            "failed_assertions": failed, "messages": messages,
+            "anomalies": result.anomalies}

@@ -1,0 +1,249 @@
+"""The options the `isrlab` commands share, each defined once (--faults, --acks and
+--set among them, for chaos and swarm alike), and the argparse types that turn bad
+values into one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from broker.sim_cluster import Network
+from checker.spark import DEFAULT_MASTER
+from harness.backends import BACKENDS
+from harness.backends.hostsfile import load_hosts
+from harness.backends.ports import MAX_PORT
+from harness.chaos.runs import parse_sets, parse_time_limit
+from harness.errors import UsageError
+from harness.progress import Progress
+from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
+
+if TYPE_CHECKING:
+    pass
+
+T = TypeVar("T")
+
+# -- argparse types ------------------------------------------------------------
+
+
+def typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a parser that raises UsageError or ValueError."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except (UsageError, FaultSpecError, ValueError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
+
+
+def number(text: str, convert: Callable[[str], Any], noun: str, ok: Callable[[Any], bool],
+           bound: str) -> Any:
+    """`text` as a number (ValueError naming `noun` or `bound` otherwise)."""
+    try:
+        x = convert(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not {noun}") from None
+    if not ok(x):
+        raise ValueError(f"{text} is not {bound}")
+    return x
+
+
+def positive_int(text: str) -> int:
+    return number(text, int, "an integer", lambda n: n >= 1, ">= 1")
+
+
+def positive_float(text: str) -> float:
+    return number(text, float, "a number", lambda x: x > 0, "> 0")
+
+
+def probability(text: str) -> float:
+    return number(text, float, "a number", lambda x: 0 <= x <= 1, "in 0..1")
+
+
+def message_probability(text: str) -> float:
+    return number(text, float, "a number", lambda p: 0 <= p < 1, "a probability in [0, 1)")
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 1..65535 (0 would let the nodes pick ports the
+    harness never learns)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= n <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"port {n} is out of range; give 1..{MAX_PORT}")
+    return n
+
+
+def seed(text: str) -> int:
+    """An argparse type: a non-negative integer."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"seed {n} is negative; give an integer >= 0")
+    return n
+
+
+def set_item(text: str) -> str:
+    parse_sets([text])  # refused here, at parse time: nothing has started
+    return text
+
+
+# -- options -------------------------------------------------------------------
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+
+
+def progress_of(args: argparse.Namespace) -> Progress:
+    """The progress lines of a command with output flags: on stderr under --json,
+    so that stdout is the JSON alone."""
+    return Progress(sys.stderr if args.json else sys.stdout, quiet=args.quiet)
+
+
+def add_master_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", help="Spark master URL, e.g. local[*] or spark://HOST:7077 "
+                   f"(default: embedded {DEFAULT_MASTER}; ISRLAB_SPARK_MASTER overrides)")
+
+
+def add_no_server_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-server", action="store_true",
+                   help="check in this process, not on the warm checker server "
+                        "(also ISRLAB_CHECKER_SERVER=0)")
+
+
+def use_server(args: argparse.Namespace) -> bool | None:
+    """None (the default: the server where it applies) or False (--no-server)."""
+    return False if getattr(args, "no_server", False) else None
+
+
+def add_seed_flag(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
+    p.add_argument("--seed", type=seed, default=default, help=help)
+
+
+def add_runs_flag(p: argparse.ArgumentParser, help: str | None = None, default: int | None = 1,
+                  required: bool = False) -> None:
+    p.add_argument("--runs", type=typed(positive_int), default=default, required=required,
+                   metavar="N", help=help)
+
+
+def add_runs_dir_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+
+
+def add_time_limit_flag(p: argparse.ArgumentParser, default: float | None = None) -> None:
+    """--time-limit, required unless `default` (then virtual time, as a swarm's)."""
+    p.add_argument("--time-limit", type=typed(parse_time_limit), metavar="DURATION",
+                   required=default is None, default=default,
+                   help="faults start during this long: 60s, 2m, 1m30s" +
+                        ("" if default is None else f" (virtual time; default {default:g}s)"))
+
+
+# The backend's options: --backend, --port, --hosts (ssh), --base-image (docker),
+# --net-loss and --net-duplicate (sim); backend_options turns them into one dict.
+
+
+def add_backend_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="local", choices=sorted(BACKENDS))
+
+
+def add_port_flag(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    p.add_argument("--port", type=port, default=19092, help=help)
+
+
+def add_hosts_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=Path, metavar="HOSTS.yaml",
+                   help="ssh: which host runs which node (docs/ssh.md)")
+
+
+def add_base_image_flag(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    p.add_argument("--base-image", metavar="IMAGE", help=help or "e.g. python:3.11-slim")
+
+
+def add_network_flags(p: argparse.ArgumentParser) -> None:
+    """The simulator's message faults (broker.sim_cluster.Network)."""
+    p.add_argument("--net-loss", type=typed(message_probability), default=0.0, metavar="P",
+                   help="sim: lose each message (a request or its answer) with probability P; "
+                        "its sender times out")
+    p.add_argument("--net-duplicate", type=typed(message_probability), default=0.0,
+                   metavar="P",
+                   help="sim: handle each request twice with probability P (a resend)")
+
+
+def network_option(args: argparse.Namespace) -> Any:
+    """The --net-* flags as a broker.sim_cluster.Network; None when none is set."""
+    loss, dup = getattr(args, "net_loss", 0.0), getattr(args, "net_duplicate", 0.0)
+    if not loss and not dup:
+        return None
+    return Network(loss=loss, duplicate=dup)
+
+
+def backend_options(args: argparse.Namespace, backend: str | None = None,
+                    port: int | None = None) -> dict[str, Any]:
+    """The backend's options from a command's flags: --port (local: every node's
+    port; docker: the first of the host ports it maps; `port` overrides it),
+    --base-image (docker only), --hosts (ssh only, parsed here so a bad file fails
+    before anything starts) and quiet image builds and host checks."""
+    backend = backend or args.backend
+    hosts = getattr(args, "hosts", None)
+    base_image = getattr(args, "base_image", None)
+    if base_image and backend != "docker":
+        raise UsageError("--base-image applies to --backend docker only")
+    if backend == "ssh":
+        if hosts is None:
+            raise UsageError("--backend ssh needs --hosts HOSTS.yaml (docs/ssh.md); "
+                             "`isrlab ssh hosts up 3 --out hosts.yaml` makes one here")
+        return {"hosts": load_hosts(hosts)}
+    if hosts is not None:
+        raise UsageError("--hosts applies to --backend ssh only")
+    options: dict[str, Any] = {"port": args.port if port is None else port}
+    network = network_option(args)
+    if network is not None:
+        if backend != "sim":
+            raise UsageError("--net-loss and --net-duplicate apply to --backend sim only "
+                             "(docs/sim.md)")
+        options["network"] = network
+    if base_image:
+        options["base_image"] = base_image
+    if backend == "docker":
+        # Image builds report progress on stderr unless the user asked for quiet.
+        options["quiet"] = args.quiet
+    return options
+
+
+# A chaos run's fault mix, acks and configuration: chaos runs them as given
+# (defaults kill and all); a swarm pins what they give and draws the rest per run.
+
+ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
+
+
+def add_chaos_flags(p: argparse.ArgumentParser, *, drawn: bool) -> None:
+    """--faults, --acks and --set. `drawn` (a swarm): what a flag does not give,
+    each run draws from its seed; else (chaos) --faults defaults to kill and
+    --acks to all, and the config keys not set keep the broker's defaults."""
+    p.add_argument("--faults", type=typed(parse_faults), metavar="FAULT[:TARGET],...",
+                   default=None if drawn else parse_faults("kill"),
+                   help=f"faults: {', '.join(FAULT_NAMES)}; targets: one, leader, minority, "
+                        "all (default: " + ("each run draws its own mix" if drawn else "kill")
+                        + ")")
+    p.add_argument("--acks", choices=sorted(ACKS), default=None if drawn else "all",
+                   help="the producers' acks (default: " +
+                        ("each run draws all or 1" if drawn else "all") + ")")
+    p.add_argument("--set", dest="sets", action="append", default=[], type=typed(set_item),
+                   metavar="KEY=VALUE",
+                   help="broker or controller config, e.g. min.insync.replicas=2 (repeatable)"
+                        + ("; each run draws the keys not set" if drawn else ""))
+
+
+def acks_of(args: argparse.Namespace) -> int | str | None:
+    """--acks as the workload's value; None when not given (a swarm draws it)."""
+    return ACKS[args.acks] if args.acks is not None else None
