@@ -72,7 +72,6 @@ def test_two_nights_end_to_end_with_a_trend(tmp_path: Path) -> None:
     cfg = tmp_path / "night.yaml"
     cfg.write_text(SMALL)
     results = tmp_path / "results"
-    t0 = time.monotonic()
     outs = []
     for _ in range(2):
         r = isrlab("nightly", str(cfg), "--results", str(results), "--port", str(free_port()),
@@ -94,4 +93,3 @@ def test_two_nights_end_to_end_with_a_trend(tmp_path: Path) -> None:
     assert all(out["night"] in trend for out in outs)
     assert trend.count('href="nights/') >= 2 and "report" in trend
     assert "2 night(s), 2 run(s)" in trend
-    assert time.monotonic() - t0 < 120
