@@ -95,7 +95,10 @@ ISOLATED_PROTOCOLS = ["0.10", "latest"]
 
 
 def _load_row(name: str) -> Scenario:
-    """A fresh copy of a shipped row (each run gets its own)."""
+    """A fresh copy of a shipped row (each run gets its own), or of the scenario
+    file at the path `name` (ISOLATED)."""
+    if name not in ROWS:
+        return load_scenario(Path(name))
     return load_scenario(ROWS[name].path, ROWS[name].variant)
 
 
