@@ -88,20 +88,6 @@ def test_only_the_cli_wires_in_checker_and_reports() -> None:
     assert wiring == WIRING
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """Every module name the module at `path` imports (`from P import x`: P and P.x)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert not node.level, f"{_rel(path)}: a relative import"
-            found.add(node.module or "")
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
-
-
 def test_cli_command_modules_import_no_other_cli_module() -> None:
     """A command's module imports the shared modules and non-CLI modules only: never another
     command's module, nor the assembly (harness/cli/__init__.py), which alone
