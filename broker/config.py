@@ -1,61 +1,90 @@
-"""Broker and controller configuration (the protocol versions are in protocol.py)."""
+"""Broker and controller configuration (the protocol versions are in protocol.py).
+
+`from_dict(raw, protocol)` is the one way to build a configuration: the keys the
+config leaves out that Kafka's defaults cover take that release's default
+(broker/defaults.py); the rest are isrlab's own pacing settings (the dataclass
+defaults), the same in every release.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, fields
+from types import UnionType
+from typing import Any, get_args, get_type_hints
 
+from .defaults import release_defaults
+from .errors import ConfigError
+from .protocol import features
 
-class ConfigError(ValueError):
-    """A configuration value is unknown or malformed (exit status 2)."""
+__all__ = ["BrokerConfig", "ConfigError", "ControllerConfig"]
 
 
 @dataclass(frozen=True)
 class BrokerConfig:
     """Broker settings; the key names are Kafka's, written with dots in config files."""
 
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
-    # None: the protocol version's default (10 s until Kafka 2.4, 30 s from 2.5, KIP-537).
-    replica_lag_time_max_ms: int | None = None
+    # Release defaults (broker/defaults.py).
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+    replica_lag_time_max_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    flush_messages: int | None
+    # isrlab's own, every release (Kafka: replica.fetch.wait.max.ms 500,
+    # replica.fetch.backoff.ms 1000, request.timeout.ms 30000; scaled down so a
+    # scenario takes seconds, not minutes).
     replica_lag_max_messages: int | None = None
     replica_fetch_wait_max_ms: int = 100
     replica_fetch_backoff_ms: int = 50
-    replica_high_watermark_checkpoint_interval_ms: int = 5_000
-    flush_messages: int | None = None
     request_timeout_ms: int = 5_000
     heartbeat_interval_ms: int = 100
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> BrokerConfig:
-        return _from_dict(cls, raw or {}, "broker")
+    def from_dict(cls, raw: dict[str, Any] | None, protocol: str) -> BrokerConfig:
+        return _from_dict(cls, raw or {}, "broker", protocol)
 
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    broker_session_timeout_ms: int = 3_000
+    # Release defaults (broker/defaults.py).
+    broker_session_timeout_ms: int
+    # KIP-966's feature level: 1 keeps eligible leader replicas (4.0 and later).
+    eligible_leader_replicas_version: int
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> ControllerConfig:
-        return _from_dict(cls, raw or {}, "controller")
+    def from_dict(cls, raw: dict[str, Any] | None, protocol: str) -> ControllerConfig:
+        cfg = _from_dict(cls, raw or {}, "controller", protocol)
+        if cfg.eligible_leader_replicas_version not in (0, 1):
+            raise ConfigError("controller config 'eligible.leader.replicas.version' must be "
+                              f"0 or 1, got {cfg.eligible_leader_replicas_version}")
+        if cfg.eligible_leader_replicas_version and not features(
+                protocol).eligible_leader_replicas:
+            raise ConfigError("controller config 'eligible.leader.replicas.version' 1 needs "
+                              f"protocol 4.0 or later (KIP-966), not {protocol}")
+        return cfg
 
 
-def _from_dict(cls: type, raw: dict[str, Any], section: str) -> Any:
+def _from_dict(cls: type, raw: dict[str, Any], section: str, protocol: str) -> Any:
     known = {f.name: f for f in fields(cls)}
+    kinds = get_type_hints(cls)
     values: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace(".", "_")
         if name not in known:
             raise ConfigError(f"unknown {section} config key {key!r}")
-        default = known[name].default
-        if isinstance(default, bool):
+        kind = kinds[name]
+        nullable = isinstance(kind, UnionType) and type(None) in get_args(kind)
+        if kind is bool:
             if not isinstance(value, bool):
                 raise ConfigError(f"{section} config {key!r} must be true or false, got {value!r}")
         elif value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise ConfigError(f"{section} config {key!r} must be an integer, got {value!r}")
-        elif value is None and default is not None:
+        elif value is None and not nullable:
             raise ConfigError(f"{section} config {key!r} must not be null")
         elif isinstance(value, int) and value < 0:
             raise ConfigError(f"{section} config {key!r} must not be negative, got {value}")
         values[name] = value
+    defaults = release_defaults(protocol)
+    for name, f in known.items():
+        if name not in values and f.default is MISSING:
+            values[name] = defaults[name.replace("_", ".")]
     return cls(**values)

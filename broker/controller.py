@@ -30,15 +30,16 @@ class Controller:
     def __init__(self, cluster: dict[str, Any], data_dir: Path) -> None:
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        ccfg = ControllerConfig.from_dict(cluster.get("controller"))
-        bcfg = BrokerConfig.from_dict(cluster.get("broker"))
+        ccfg = ControllerConfig.from_dict(cluster.get("controller"), cluster["protocol"])
+        bcfg = BrokerConfig.from_dict(cluster.get("broker"), cluster["protocol"])
         saved = None
         if (data_dir / STATE_FILE).exists():
             saved = json.loads((data_dir / STATE_FILE).read_text())
         self.core = ControllerCore(cluster["topics"], ccfg.broker_session_timeout_ms,
                                    bcfg.unclean_leader_election_enable, saved, now_ms(),
                                    protocol=cluster["protocol"],
-                                   min_insync_replicas=bcfg.min_insync_replicas)
+                                   min_insync_replicas=bcfg.min_insync_replicas,
+                                   elr=ccfg.eligible_leader_replicas_version >= 1)
         self.admin = AdminRequests("controller", self.core.status, self._request)
         self.perform(self.core.start(now_ms()))
 

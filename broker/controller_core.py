@@ -11,9 +11,10 @@ moves or ends its leaderships with a new leader epoch. A clean shutdown ends the
 session at once. Every leader change bumps the leader epoch; every ISR change
 bumps the partition epoch.
 
-From 4.0 (KIP-966) the controller also keeps the eligible leader replicas (ELR):
-PartitionChangeBuilder.maybePopulateTargetElr and electAnyLeader at apache/kafka
-trunk (4.0 line).
+From 4.0 (KIP-966), with `eligible.leader.replicas.version` 1 (off by default in
+4.0, on for new clusters from 4.1), the controller also keeps the eligible leader
+replicas (ELR): PartitionChangeBuilder.maybePopulateTargetElr and electAnyLeader
+at apache/kafka trunk (4.0 line).
 
 Like `BrokerCore`, it takes inputs with a clock value (`now`, ms) -- `start`,
 `on_request`, `tick` -- and returns effects, in the order the shell must carry
@@ -83,11 +84,14 @@ class ControllerCore:
     def __init__(self, topics: list[dict[str, Any]], session_timeout_ms: int,
                  unclean_election: bool, saved: dict[str, Any] | None = None,
                  now: float = 0.0, protocol: str | None = None,
-                 min_insync_replicas: int = 1) -> None:
+                 min_insync_replicas: int = 1, elr: bool = False) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.unclean_election = unclean_election
         # No version given: the newest release's rules.
         self.features: Features = features_of(protocol or PROTOCOLS[-1])
+        # KIP-966's feature switched on (eligible.leader.replicas.version 1; the
+        # config refuses it before 4.0).
+        self.elr_enabled = elr
         self.min_insync_replicas = min_insync_replicas
         self.sessions: dict[str, Session] = {}
         # The epoch of each broker's latest registration (ZooKeeper: the czxid of
@@ -200,7 +204,7 @@ class ControllerCore:
 
     @property
     def _elr(self) -> bool:
-        return self.features.eligible_leader_replicas
+        return self.features.eligible_leader_replicas and self.elr_enabled
 
     # -- broker sessions ---------------------------------------------------------------
 

@@ -121,10 +121,7 @@ class Partition:
 
     def __post_init__(self) -> None:
         self.features = features_of(self.protocol)
-        # replica.lag.time.max.ms: the config's, else the release's default (KIP-537).
-        self.lag_time_max_ms = (self.config.replica_lag_time_max_ms
-                                if self.config.replica_lag_time_max_ms is not None
-                                else self.features.default_replica_lag_time_max_ms)
+        self.lag_time_max_ms = self.config.replica_lag_time_max_ms
         self.hw = min(self.hw, self.log.leo)
         self._effects: list[Effect] = []
         self._isr_check_slot: int | None = None

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal, get_args, get_type_hints
 
-from .config import ConfigError
+from .errors import ConfigError
 
 # How a replica that starts following a leader finds where its log diverges.
 Truncation = Literal[
     "hw",                        # 0.10: truncate to its own HW (checkpointed HW after a restart)
     "offsets_for_leader_epoch",  # 0.11, KIP-101: ask the leader first, truncate to the answer
-    "diverging_epoch",           # 2.7, KAFKA-10554: fetch at once; the leader's Fetch answer
+    "diverging_epoch",           # 2.8, KAFKA-10554: fetch at once; the leader's Fetch answer
                                  # names the diverging epoch and where it ends
 ]
 
@@ -38,12 +38,9 @@ EpochAnswer = Literal[
 ]
 
 # Who keeps broker liveness and the partition state (KIP-500; KRaft production-ready
-# in 3.3, KIP-833). The model uses ZooKeeper up to 2.7 and KRaft from 3.7, because
+# in 3.3, KIP-833). The model uses ZooKeeper up to 2.8 and KRaft from 3.7, because
 # KIP-841 and KIP-903 (modelled from 3.7) are KRaft controller rules.
 Quorum = Literal["zookeeper", "kraft"]
-
-# replica.lag.time.max.ms default: 10 s until 2.4, 30 s from 2.5 (KIP-537).
-LagTimeDefault = Literal[10_000, 30_000]
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class Features:
     # record with its leader epoch in every version; without this rule nothing
     # keeps track of where epochs start.)
     leader_epochs: bool
-    # See Truncation: 0.10 HW / 0.11 KIP-101 OffsetsForLeaderEpoch / 2.7 KAFKA-10554
+    # See Truncation: 0.10 HW / 0.11 KIP-101 OffsetsForLeaderEpoch / 2.8 KAFKA-10554
     # diverging epoch in the Fetch response (then the follower sends its last fetched
     # epoch on every fetch and the leader checks it).
     truncation: Truncation
@@ -90,8 +87,6 @@ class Features:
     # 2.1, KAFKA-7152: a follower whose LEO equals the leader's is never out of sync,
     # even when it has not fetched for replica.lag.time.max.ms.
     caught_up_at_leader_leo: bool
-    # The replica.lag.time.max.ms a broker uses when the config does not set it.
-    default_replica_lag_time_max_ms: LagTimeDefault
     # See Quorum: how a second incarnation of a live broker is refused.
     quorum: Quorum
     # 3.3, KIP-841: the controller refuses an AlterPartition that adds a fenced or
@@ -100,10 +95,13 @@ class Features:
     # 3.5, KIP-903: a follower's fetch carries its broker epoch and AlterPartition
     # names it; the controller refuses a stale incarnation (INELIGIBLE_REPLICA).
     alter_partition_broker_epochs: bool
-    # 4.0, KIP-966: eligible leader replicas. Below min.insync.replicas the members
-    # that leave the ISR stay electable in the ELR (the ISR may become empty); a
-    # broker registering after an unclean shutdown (no clean-shutdown marker) leaves
-    # ISR and ELR; with ISR and ELR empty the last known leader may lead again.
+    # 4.0, KIP-966: the release can keep eligible leader replicas -- switched on by
+    # the `eligible.leader.replicas.version` feature (controller config; off by
+    # default in 4.0, on for new clusters from 4.1: broker/defaults.py). When on,
+    # below min.insync.replicas the members that leave the ISR stay electable in
+    # the ELR (the ISR may become empty); a broker registering after an unclean
+    # shutdown (no clean-shutdown marker) leaves ISR and ELR; with ISR and ELR empty
+    # the last known leader may lead again.
     eligible_leader_replicas: bool
 
     def __post_init__(self) -> None:
@@ -122,7 +120,7 @@ _V0_10 = Features(  # 0.10.2.0
     leader_epoch_fencing=False, epoch_on_become_leader=False,
     isr_join_waits_for_epoch_start=False, hw_frozen_below_min_isr=False,
     refollow_on_epoch_change=False, offset_out_of_range_halts=True,
-    caught_up_at_leader_leo=False, default_replica_lag_time_max_ms=10_000,
+    caught_up_at_leader_leo=False,
     quorum="zookeeper", fenced_replicas_kept_out_of_isr=False,
     alter_partition_broker_epochs=False, eligible_leader_replicas=False)
 _V0_11 = replace(  # 0.11.0.0
@@ -138,16 +136,22 @@ _V2_1 = replace(  # 2.1.0
     refollow_on_epoch_change=True,                         # KAFKA-7164
     offset_out_of_range_halts=False,                       # KAFKA-7414
     caught_up_at_leader_leo=True)                          # KAFKA-7152
-_V2_7 = replace(  # 2.7.0
-    _V2_1, truncation="diverging_epoch",                   # KAFKA-10554 (KIP-595)
-    default_replica_lag_time_max_ms=30_000)                # KIP-537 (2.5)
+# 2.7.0 changes no rule modelled here: AlterIsr (KIP-497) moves the leader's ISR
+# writes from ZooKeeper to the controller, which makes paths reachable
+# (`reachable:` in a scenario), and 2.5's new defaults (KIP-537) are in
+# broker/defaults.py. It is its own line because those paths start there.
+_V2_7 = _V2_1
+_V2_8 = replace(  # 2.8.0
+    _V2_7, truncation="diverging_epoch")                   # KAFKA-10554 (KIP-595 fields)
 _V3_7 = replace(  # 3.7.0
-    _V2_7, hw_frozen_below_min_isr=True,                   # KAFKA-15583
+    _V2_8, hw_frozen_below_min_isr=True,                   # KAFKA-15583
     quorum="kraft",                                        # KIP-500, KIP-833 (3.3)
     fenced_replicas_kept_out_of_isr=True,                  # KIP-841 (3.3)
     alter_partition_broker_epochs=True)                    # KIP-903 (3.5)
-_V4_0 = replace(  # 4.0 (trunk, see docs/protocol-versions.md)
-    _V3_7, eligible_leader_replicas=True)                  # KIP-966
+_V4_0 = replace(  # 4.0.0 (see docs/protocol-versions.md)
+    _V3_7, eligible_leader_replicas=True)                  # KIP-966 (off by default)
+# 4.1.0: the same rules; ELR on by default for new clusters (broker/defaults.py).
+_V4_1 = _V4_0
 
 FEATURES: Mapping[str, Features] = MappingProxyType({
     "0.10": _V0_10,
@@ -155,13 +159,15 @@ FEATURES: Mapping[str, Features] = MappingProxyType({
     "2.0": _V2_0,
     "2.1": _V2_1,
     "2.7": _V2_7,
+    "2.8": _V2_8,
     "3.7": _V3_7,
     "4.0": _V4_0,
-    "latest": _V4_0,
+    "4.1": _V4_1,
+    "latest": _V4_1,
 })
 
 # The alias and the version it names; every other key of FEATURES is a release.
-ALIASES: Mapping[str, str] = MappingProxyType({"latest": "4.0"})
+ALIASES: Mapping[str, str] = MappingProxyType({"latest": "4.1"})
 # Every name a cluster config may give, oldest first, the alias last.
 PROTOCOLS = tuple(FEATURES)
 # The releases alone (what a matrix runs: `latest` would repeat the newest).

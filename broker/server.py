@@ -57,7 +57,8 @@ class Broker:
                         list(ps.records), ps.epoch_entries,
                         self.store.checkpointed_hw(t["name"], p))
         self.core = BrokerCore(
-            node, advertise, cluster["protocol"], BrokerConfig.from_dict(cluster.get("broker")),
+            node, advertise, cluster["protocol"],
+            BrokerConfig.from_dict(cluster.get("broker"), cluster["protocol"]),
             dict(cluster["brokers"]), os.urandom(6).hex(), loaded,
             previous_broker_epoch=int(marker) if isinstance(marker, int) else -1,
             clean_marker_present=marker is not None)

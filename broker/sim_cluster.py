@@ -200,8 +200,9 @@ class SimCluster:
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
         self._next_rid = 0
-        self.broker_config = BrokerConfig.from_dict(config.get("broker"))
-        self.controller_config = ControllerConfig.from_dict(config.get("controller"))
+        self.broker_config = BrokerConfig.from_dict(config.get("broker"), config["protocol"])
+        self.controller_config = ControllerConfig.from_dict(config.get("controller"),
+                                                            config["protocol"])
         self.brokers = list(config["brokers"])
         self.nodes = {n: SimNode(n) for n in [CONTROLLER, *self.brokers]}
 
@@ -248,7 +249,8 @@ class SimCluster:
                 self.config["topics"], self.controller_config.broker_session_timeout_ms,
                 self.broker_config.unclean_leader_election_enable, node.saved, self.now,
                 protocol=self.config["protocol"],
-                min_insync_replicas=self.broker_config.min_insync_replicas)
+                min_insync_replicas=self.broker_config.min_insync_replicas,
+                elr=self.controller_config.eligible_leader_replicas_version >= 1)
             self._perform(node, node.core.start(self.now))
             return
         store = node.store

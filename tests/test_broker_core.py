@@ -27,7 +27,7 @@ KEY = ("t", 0)
 
 
 def _core(node: str, protocol: str = "2.1", **cfg: Any) -> BrokerCore:
-    return BrokerCore(node, f"{node}:9092", protocol, BrokerConfig(**cfg),
+    return BrokerCore(node, f"{node}:9092", protocol, BrokerConfig.from_dict(cfg, protocol),
                       {"A": "A:9092", "B": "B:9092"}, f"inc-{node}",
                       {KEY: LoadedPartition([], [], 0)})
 

@@ -9,9 +9,10 @@ from broker.partition import Event
 TOPICS = [{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}]
 
 
-def core(unclean=False, timeout=1000, protocol="3.7", min_isr=1) -> ControllerClient:
+def core(unclean=False, timeout=1000, protocol="3.7", min_isr=1,
+         elr=False) -> ControllerClient:
     c = ControllerClient(ControllerCore(TOPICS, timeout, unclean, protocol=protocol,
-                                        min_insync_replicas=min_isr))
+                                        min_insync_replicas=min_isr, elr=elr))
     for b in "ABC":
         c.register(b, f"{b}1", 0)
     return c
@@ -125,14 +126,25 @@ def test_restarted_controller_gives_known_brokers_one_session_timeout():
     assert state(c2)[:2] == ("B", 1)
 
 
-# -- KIP-966 (4.0): eligible leader replicas ----------------------------------------------
+# -- KIP-966 (4.0; on by default for new clusters from 4.1): eligible leader replicas ----
+
+
+def test_elr_off_keeps_the_last_isr_member_as_in_3_7():
+    """Kafka 4.0 with eligible.leader.replicas.version 0 (its default): no ELR, the
+    last ISR member stays in the ISR and the partition waits for it."""
+    c = core(protocol="4.0", min_isr=2)
+    st = c.core.partitions[("t", 0)]
+    c.alter_partition("A", 0, st.partition_epoch, ["A"])
+    assert (st.isr, st.elr) == (["A"], [])
+    c.shutdown("A")
+    assert (st.leader, st.isr, st.elr) == (None, ["A"], [])
 
 
 def test_elr_isr_may_empty_and_unclean_restart_leaves_elr():
     """Kafka 4.0 line (trunk) PartitionChangeBuilder: with ELR the ISR may become
     empty, its members move to the ELR below min ISR; ReplicationControlManager
     .handleBrokerUncleanShutdown removes an uncleanly restarted broker from the ELR."""
-    c = core(protocol="4.0", min_isr=2)
+    c = core(protocol="4.1", min_isr=2, elr=True)
     st = c.core.partitions[("t", 0)]
     c.alter_partition("A", 0, st.partition_epoch, ["A"])           # B, C fell behind
     assert (st.isr, st.elr) == (["A"], ["B", "C"])
@@ -150,7 +162,7 @@ def test_elr_isr_may_empty_and_unclean_restart_leaves_elr():
 def test_elr_last_known_leader_leads_when_isr_and_elr_are_empty():
     """Kafka 4.0 line PartitionChangeBuilder.canElectLastKnownLeader (balanced
     recovery, on by default): with ISR and ELR empty, the last leader may lead."""
-    c = core(protocol="4.0", min_isr=1)
+    c = core(protocol="4.1", min_isr=1, elr=True)
     c.shutdown("B")
     c.shutdown("C")
     c.tick(5000)

@@ -10,9 +10,9 @@ from broker.epoch_cache import LeaderEpochCache
 from broker.log import Log, Record
 from broker.partition import AppendRecords, Event, Partition, ProposeIsr, TruncateLog
 
-VERSIONS = ["0.10", "0.11", "2.0", "2.1", "2.7", "3.7", "4.0", "latest"]
-# Versions whose followers truncate from the Fetch answer (KAFKA-10554, 2.7).
-ON_FETCH = ("2.7", "3.7", "4.0", "latest")
+VERSIONS = ["0.10", "0.11", "2.0", "2.1", "2.7", "2.8", "3.7", "4.0", "4.1", "latest"]
+# Versions whose followers truncate from the Fetch answer (KAFKA-10554, 2.8).
+ON_FETCH = ("2.8", "3.7", "4.0", "4.1", "latest")
 
 
 def replica(node: str, protocol: str, records=(), hw: int = 0, replicas=("A", "B"),
@@ -22,7 +22,8 @@ def replica(node: str, protocol: str, records=(), hw: int = 0, replicas=("A", "B
     if protocol != "0.10":
         for r in recs:
             cache.assign(r.epoch, r.offset)
-    p = Partition("t", 0, node, protocol, BrokerConfig(**cfg), Log(recs), cache, hw)
+    config = BrokerConfig.from_dict(cfg, protocol)
+    p = Partition("t", 0, node, protocol, config, Log(recs), cache, hw)
     p.replicas = list(replicas)
     return p
 

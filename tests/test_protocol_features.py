@@ -22,7 +22,7 @@ from controller_client import ControllerClient
 from fetcher_rounds import fetcher_round
 from test_partition import follow, lead, replica, sync, unclean_history, values
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config import ConfigError
 from broker.controller_core import ControllerCore
 from broker.log import Record
 from broker.partition import Event, HaltBroker, Partition, ProposeIsr
@@ -62,9 +62,9 @@ def test_every_row_sets_every_field():
 
 
 def test_protocols_are_the_rows_of_the_table_oldest_first():
-    assert PROTOCOLS == tuple(FEATURES) == ("0.10", "0.11", "2.0", "2.1", "2.7", "3.7", "4.0",
-                                            "latest")
-    assert FEATURES["latest"] is FEATURES["4.0"], "latest is an alias of the newest release"
+    assert PROTOCOLS == tuple(FEATURES) == ("0.10", "0.11", "2.0", "2.1", "2.7", "2.8", "3.7",
+                                            "4.0", "4.1", "latest")
+    assert FEATURES["latest"] is FEATURES["4.1"], "latest is an alias of the newest release"
     for v in PROTOCOLS:
         assert features(v) is FEATURES[v]
         assert replica("A", v).features is FEATURES[v]
@@ -286,15 +286,6 @@ def test_feature_caught_up_at_leader_leo(on):
     assert any(isinstance(e, ProposeIsr) for e in effects) is not on
 
 
-@pytest.mark.parametrize(("protocol", "default"), [("2.1", 10_000), ("2.7", 30_000)])
-def test_feature_default_replica_lag_time_max_ms(protocol, default):
-    """KIP-537 (Kafka 2.5.0 KafkaConfig Defaults.ReplicaLagTimeMaxMs): 30 s, 10 s
-    before; a config value wins over either."""
-    assert FEATURES[protocol].default_replica_lag_time_max_ms == default
-    assert Partition("t", 0, "A", protocol, BrokerConfig()).lag_time_max_ms == default
-    assert replica("A", protocol, replica_lag_time_max_ms=500).lag_time_max_ms == 500
-
-
 @pytest.mark.parametrize("quorum", ["zookeeper", "kraft"])
 def test_feature_quorum(quorum):
     """A second incarnation is refused while the first one's session lives:
@@ -339,7 +330,8 @@ def test_feature_eligible_leader_replicas(on):
     """KIP-966 (Kafka 4.0 line, PartitionChangeBuilder.maybePopulateTargetElr /
     electAnyLeader): with min ISR 2, the ISR shrinks to A and B, C stays in the
     ELR; when A dies, B leads; without the ELR the ISR is {B}."""
-    c = controller("3.7", min_isr=2)
+    c = controller("4.0", min_isr=2)
+    c.core.elr_enabled = True
     c.core.features = replace(c.core.features, eligible_leader_replicas=on)
     st = c.core.partitions[("t", 0)]
     c.alter_partition("A", 0, st.partition_epoch, ["A"])
@@ -364,8 +356,10 @@ def _version_checks(path: Path) -> list[str]:
     return found
 
 
-def test_no_version_string_in_the_broker_outside_protocol_py():
-    sources = [p for p in sorted(BROKER.rglob("*.py")) if p.name != "protocol.py"]
+def test_no_version_string_in_the_broker_outside_the_tables():
+    # The two tables keyed by release: the rules and Kafka's defaults.
+    sources = [p for p in sorted(BROKER.rglob("*.py"))
+               if p.name not in ("protocol.py", "defaults.py")]
     assert BROKER / "partition.py" in sources
     assert [hit for p in sources for hit in _version_checks(p)] == []
 

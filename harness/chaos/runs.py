@@ -81,7 +81,9 @@ def parse_sets(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
         errors = []
         for cls, into in ((BrokerConfig, broker), (ControllerConfig, controller)):
             try:
-                cls.from_dict({key: value})
+                # Any release's validation: whether the value suits the run's release
+                # is ClusterSpec's check, once the release is known.
+                cls.from_dict({key: value}, "latest")
             except BrokerConfigError as e:
                 errors.append(str(e))
                 continue
@@ -142,7 +144,8 @@ class ChaosConfig:
 
     def session_timeout(self) -> float:
         """The controller's broker session timeout, seconds (its default or --set's)."""
-        return ControllerConfig.from_dict(self.controller_config).broker_session_timeout_ms / 1000
+        cfg = ControllerConfig.from_dict(self.controller_config, self.protocol)
+        return cfg.broker_session_timeout_ms / 1000
 
     def schedule_spec(self) -> ScheduleSpec:
         # A compound package's second fault must land before the first broker's

@@ -296,7 +296,9 @@ def _config(v: Validator, doc: LocMap, key: str, cls: type) -> dict[str, Any]:
     m = v.mapping(raw, doc.line_of(key), key)
     for k, value in m.items():
         try:
-            cls.from_dict({k: value})  # the broker's own validation, one key at a time
+            # The broker's own validation, one key at a time; whether a value suits a
+            # release is ClusterSpec's check, once the run's release is known.
+            cls.from_dict({k: value}, "latest")
         except BrokerConfigError as e:
             raise v.err(m.line_of(k), str(e)) from None
     return dict(m)

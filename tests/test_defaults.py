@@ -1,0 +1,67 @@
+"""Kafka's defaults per release (broker/defaults.py) and how a config reads them."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import BrokerConfig, ConfigError, ControllerConfig
+from broker.defaults import RELEASE_DEFAULTS, release_defaults
+from broker.protocol import VERSIONS
+from harness.backends.spec import ClusterSpec
+from harness.errors import UsageError
+
+
+@pytest.mark.parametrize(("release", "unclean", "lag", "session", "elr"), [
+    # KIP-106 (0.11.0.0): unclean election off by default; 0.10.2.0 KafkaConfig: true.
+    ("0.10", True, 10_000, 6_000, 0),
+    ("0.11", False, 10_000, 6_000, 0),
+    ("2.1", False, 10_000, 6_000, 0),
+    # KIP-537 (2.5.0): replica.lag.time.max.ms 30 s, zookeeper.session.timeout.ms 18 s.
+    ("2.7", False, 30_000, 18_000, 0),
+    ("2.8", False, 30_000, 18_000, 0),
+    # KRaft: broker.session.timeout.ms 9 s.
+    ("3.7", False, 30_000, 9_000, 0),
+    # KIP-966: "The ELR is not enabled by default for 4.0"; on for new clusters in 4.1.
+    ("4.0", False, 30_000, 9_000, 0),
+    ("4.1", False, 30_000, 9_000, 1),
+])
+def test_release_defaults(release, unclean, lag, session, elr):
+    b = BrokerConfig.from_dict({}, release)
+    c = ControllerConfig.from_dict({}, release)
+    assert (b.unclean_leader_election_enable, b.replica_lag_time_max_ms,
+            c.broker_session_timeout_ms, c.eligible_leader_replicas_version) == (
+        unclean, lag, session, elr)
+    assert (b.min_insync_replicas, b.replica_high_watermark_checkpoint_interval_ms,
+            b.flush_messages) == (1, 5_000, None)
+
+
+def test_every_release_has_every_default_and_latest_is_the_newest():
+    keys = set(RELEASE_DEFAULTS[VERSIONS[0]])
+    assert all(set(row) == keys for row in RELEASE_DEFAULTS.values())
+    assert tuple(RELEASE_DEFAULTS) == VERSIONS
+    assert release_defaults("latest") is RELEASE_DEFAULTS[VERSIONS[-1]]
+
+
+def test_a_config_value_wins_over_the_release_default():
+    b = BrokerConfig.from_dict({"unclean.leader.election.enable": False,
+                                "replica.lag.time.max.ms": 500}, "0.10")
+    assert (b.unclean_leader_election_enable, b.replica_lag_time_max_ms) == (False, 500)
+    c = ControllerConfig.from_dict({"eligible.leader.replicas.version": 1}, "4.0")
+    assert c.eligible_leader_replicas_version == 1
+
+
+@pytest.mark.parametrize(("release", "value", "message"), [
+    ("3.7", 1, "needs protocol 4.0 or later"),
+    ("4.1", 2, "must be 0 or 1"),
+])
+def test_elr_switch_is_checked_against_the_release(release, value, message):
+    with pytest.raises(ConfigError, match=message):
+        ControllerConfig.from_dict({"eligible.leader.replicas.version": value}, release)
+    with pytest.raises(UsageError, match=f"protocol {release}: .*{message}"):
+        ClusterSpec(release, ["A"], [], controller_config={
+            "eligible.leader.replicas.version": value})
+
+
+def test_unknown_release_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown protocol version"):
+        BrokerConfig.from_dict({}, "3.0")
