@@ -72,7 +72,7 @@ def test_two_runs_checked_in_one_batch_and_exported(tmp_path: Path) -> None:
     assert (batch / "index.html").is_file() and Path(out["index"]) == batch / "index.html"
     spec = ScheduleSpec(parse_faults("kill,power-cycle"), ["A", "B", "C"],
                         [("t", 0), ("t", 1), ("t", 2)], 6.0, 3.0, 4.0, 2.0,
-                        overlap=0.5, gap=1.5)
+                        overlap=0.5, gap=3.0)  # half 0.10's 6 s session timeout
     for i, run in enumerate(out["runs"]):
         d = Path(run["run_dir"])
         assert d.parent == batch and run["report"] and Path(run["report"]).is_file()

@@ -49,7 +49,7 @@ pytestmark = [pytest.mark.e2e]
 
 PROTOCOLS = list(ALL_PROTOCOLS)  # every release, oldest first, then `latest`
 BACKENDS = ["local", "docker"]
-# CI time: local runs every release (`latest` is 4.0's row: its alias is run on
+# CI time: local runs every release (`latest` is 4.1's row: its alias is run on
 # Docker); Docker runs the oldest version and the alias of the newest only.
 LOCAL_PROTOCOLS = [p for p in PROTOCOLS if p != "latest"]
 DOCKER_PROTOCOLS = ["0.10", "latest"]

@@ -85,7 +85,8 @@ def test_expectations_of_the_catalogue_10_to_13() -> None:
         "kafka-7415-epoch-gap-divergence": {"2.0": ["divergence", "lost-write"],
                                             "2.1": ["lost-write"], "latest": ["lost-write"]},
         "kip320-stale-metadata-divergence": {"2.0": ["divergence"], "2.1": [], "latest": []},
-        "last-replica-standing-loss": {"3.7": ["lost-write"], "4.0": [], "latest": []},
+        "last-replica-standing-loss": {"3.7": ["lost-write"], "4.0": ["lost-write"], "4.1": [],
+                                       "latest": []},
         "alter-partition-stale-incarnation": {"2.7": ["lost-write"], "3.7": [],
                                               "latest": []},
     }
@@ -222,7 +223,8 @@ def test_per_version_steps(tmp_path: Path) -> None:
     both = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"2.0\"\n"
                         "    before: latest\n")
     s = load_scenario(write(tmp_path, both))
-    assert [p for p in PROTOCOLS if s.steps[2].applies_to(p)] == ["2.0", "2.1", "2.7", "3.7"]
+    assert [p for p in PROTOCOLS if s.steps[2].applies_to(p)] == [
+        "2.0", "2.1", "2.7", "2.8", "3.7", "4.0"]
     bad = GOOD.replace("  - pause: A\n", "  - pause: A\n    since: \"0.9\"\n")
     err = error_of(tmp_path, bad)
     assert err.line == 18 and "unknown protocol version '0.9' in since" in err.message
