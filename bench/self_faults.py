@@ -155,6 +155,11 @@ def _counts(scenario: str, protocol: str) -> tuple[int, int, int]:
     return len(steps), opens, len(s.cluster_spec(protocol).brokers)
 
 
+def _reachable(scenario: str, protocols: list[str]) -> list[str]:
+    s = load_scenario(find_scenario(scenario))
+    return [p for p in protocols if s.reachable_at(p)]
+
+
 def make_plans(runs: int, seed: int, *, backend: str = "local",
                scenarios: list[str] | None = None, protocols: list[str] | None = None,
                max_check_line: int = 5,
@@ -174,7 +179,10 @@ def make_plans(runs: int, seed: int, *, backend: str = "local",
         if not order:
             order = rng.sample(PHASES, len(PHASES))
         phase = order.pop(0)
-        scenario, protocol = rng.choice(scenarios), rng.choice(protocols)
+        scenario = rng.choice(scenarios)
+        # Only a version the scenario's path exists in (`reachable`): a run elsewhere is
+        # refused before it starts, with nothing to kill.
+        protocol = rng.choice(_reachable(scenario, protocols) or protocols)
         nsteps, nfaults, nbrokers = _counts(scenario, protocol)
         if phase == "start":
             point = (KillPoint("node-log", rng.randrange(1 + nbrokers))

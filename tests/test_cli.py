@@ -66,6 +66,14 @@ def test_scenarios_lists_the_three() -> None:
     assert "    expect 0.10 lost-write · 0.11+ none" in r.stdout.splitlines()
     assert "    [unclean-on] expect all lost-write" in r.stdout.splitlines()
     assert "    source: docs/catalogue.md#unclean-election-loss" in r.stdout.splitlines()
+    # A scenario whose path exists only from 2.7: its range and why, and its
+    # earlier versions shown as not reachable, never as an expectation.
+    at = r.stdout.splitlines().index("    source: docs/catalogue.md#"
+                                     "alter-partition-stale-incarnation")
+    reach, expect = r.stdout.splitlines()[at + 1:at + 3]
+    assert reach.startswith("    reachable from 2.7: AlterIsr (KIP-497) first sends")
+    assert expect == "    expect 0.10+ not reachable · 2.7 lost-write · 3.7+ none"
+    assert sum("reachable from" in line for line in r.stdout.splitlines()) == 1
 
 
 def test_unknown_scenario() -> None:
@@ -593,3 +601,119 @@ def test_matrix_bad_input() -> None:
     assert "unknown scenario 'nope'" in one_line_error(isrlab("matrix", "--scenario", "nope"))
     assert "invalid choice" in one_line_error(isrlab("matrix", "--protocol", "9.9"))
     assert "not >= 1" in one_line_error(isrlab("matrix", "--runs", "0"))
+
+
+# -- not reachable: a version the scenario's path does not exist in ----------------------
+
+UNREACHED = "alter-partition-stale-incarnation"  # reachable from 2.7 (AlterIsr, KIP-497)
+WHY = "AlterIsr (KIP-497) first sends ISR changes to the controller in 2.7.0"
+
+
+@pytest.mark.parametrize("extra", [(), ("--runs", "3"), ("--all-variants",), ("--json",)])
+def test_reproduce_refuses_a_version_the_path_does_not_reach(tmp_path: Path,
+                                                             extra: tuple[str, ...]) -> None:
+    """Exit 2 at once, one line naming the scenario, the version and the file's why;
+    nothing started, no run directory (not even the runs directory)."""
+    runs = tmp_path / "runs"
+    line = quick_usage_error(UNREACHED, "--protocol", "2.1", "--port", str(free_port()),
+                             "--runs-dir", str(runs), *extra)
+    assert line.startswith(f"isrlab: {UNREACHED} is not reachable under 2.1 "
+                           "(reachable from 2.7): "), line
+    assert WHY in line
+    assert not runs.exists()
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_matrix_shows_cells_not_reachable_and_counts_them(tmp_path: Path) -> None:
+    """Only cells the path does not reach: none is run or checked, each shows "not
+    reachable" (terminal, JSON, index page), the reason is said once per row, the
+    tally counts them, and they are no mismatch (exit 0)."""
+    args = ("matrix", "--scenario", UNREACHED, "--protocol", "0.10", "--protocol", "2.1",
+            "--runs-dir", str(tmp_path))
+    r = isrlab(*args)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    assert "(2 cell(s) not reachable: not run)" in lines[0]  # the progress line
+    lines = lines[1:]
+    assert lines[0].split() == ["0.10", "2.1"]
+    assert lines[1].split() == [UNREACHED, "not", "reachable", "not", "reachable"]
+    assert lines[2].startswith(f"  {UNREACHED}: not reachable under 0.10, 2.1 "
+                               "(reachable from 2.7): ") and WHY in lines[2]
+    assert lines[3] == "matches the catalogue in 0/0 cell(s); 2 cell(s) not reachable (not run)"
+    page = Path(lines[4].removeprefix("index: ")).read_text()
+    assert page.count('<td class="na"') == 2 and "2 cell(s) not reachable" in page
+    assert "runs.html" not in page  # no run, no runs page to link
+    assert not list(tmp_path.glob("*/*/run.json"))
+    r = isrlab(*args, "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 == out["exit_code"]
+    assert out["tally"] == {"cells": 2, "run": 0, "matches": 0, "not_reachable": 2}
+    assert [(c["protocol"], c["cell"], c["reachable"], c["runs"]) for c in out["cells"]] == [
+        ("0.10", "not reachable", False, []), ("2.1", "not reachable", False, [])]
+    assert all(WHY in c["why"] for c in out["cells"])
+
+
+VARIANT_REACH = """\
+variants:
+  old:
+    description: a path that ends with 2.0
+    reachable: {before: "2.1", why: the old path is gone from 2.1}
+    expect: {"0.10": [], "2.0": []}
+  new: {}
+steps:
+"""
+
+
+def _variant_file(tmp_path: Path) -> Path:
+    """single-broker with two variants: `old` reaches 0.10-2.0 only, `new` every version."""
+    f = tmp_path / "two-ages.yaml"
+    f.write_text((TESTS / "data" / "single-broker.yaml").read_text()
+                 .replace("name: single-broker", "name: two-ages")
+                 .replace("steps:\n", VARIANT_REACH, 1))
+    return f
+
+
+def test_listing_of_a_variant_with_its_own_reachable(tmp_path: Path) -> None:
+    """What `isrlab scenarios` prints for a file whose variants reach different
+    versions: each variant's range, and its versions outside it as not reachable."""
+    from harness.cli import cellrun, scenarios
+    from harness.scenario.loader import all_variants, load_scenario
+
+    rows = all_variants(load_scenario(_variant_file(tmp_path)))
+    assert scenarios.reachable_lines(rows) == [
+        "    [old] reachable before 2.1: the old path is gone from 2.1"]
+    assert [cellrun.expect_line(r) for r in rows] == ["0.10+ none · 2.1+ not reachable",
+                                                     "all none"]
+
+
+@pytest.mark.spark  # the reachable cells are run (sim) and checked in one Spark job
+def test_matrix_runs_the_reachable_cells_only(tmp_path: Path) -> None:
+    """Rows mixing reachable and not reachable cells (a variant with its own
+    `reachable`): the reachable ones run and match, the others are not run and
+    counted apart."""
+    r = isrlab("matrix", "--backend", "sim", "--scenario", UNREACHED, "--scenario",
+               str(_variant_file(tmp_path)), "--protocol", "2.0", "--protocol", "2.7",
+               "--runs-dir", str(tmp_path / "runs"))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()
+            if line.split() and line.split()[0] in (UNREACHED, "two-ages-old", "two-ages-new")}
+    assert rows == {UNREACHED: ["not", "reachable", "✓"],
+                    "two-ages-old": ["✓", "not", "reachable"],
+                    "two-ages-new": ["✓", "✓"]}
+    assert "  two-ages-old: not reachable under 2.7 (reachable before 2.1): the old path " \
+           "is gone from 2.1" in r.stdout.splitlines()
+    assert "matches the catalogue in 4/4 cell(s); 2 cell(s) not reachable (not run)" in r.stdout
+    assert len(list((tmp_path / "runs").glob("*/*/run.json"))) == 4
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.spark
+def test_reproduce_all_variants_says_which_are_not_reachable(tmp_path: Path) -> None:
+    r = isrlab("reproduce", str(_variant_file(tmp_path)), "--all-variants", "--protocol", "2.7",
+               "--backend", "sim", "--runs-dir", str(tmp_path / "runs"))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    assert ("two-ages-old is not reachable under 2.7 (reachable before 2.1): the old path is "
+            "gone from 2.1") in lines
+    assert any(x.startswith("two-ages-new: verdict valid") for x in lines), r.stdout
+    assert not any(x.startswith("two-ages-old: verdict") for x in lines)

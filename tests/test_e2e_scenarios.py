@@ -9,7 +9,9 @@ leave the same replica logs on sim as on local.
 
 All runs go first (a few seconds each), then ONE Spark job checks them together,
 as a nightly batch would; then `isrlab reproduce` itself is run for the
-documented pair of KIP-101 commands.
+documented pair of KIP-101 commands. A cell whose version a row's path does not
+exist in (its file's `reachable`) is not run: it is asserted refused instead
+(`isrlab reproduce` exits 2 naming the reason), so no cell is left out silently.
 """
 
 from __future__ import annotations
@@ -64,8 +66,13 @@ def expected(name: str, protocol: str) -> set[str]:
     return set(ROWS[name].expect_for(protocol))
 
 
+def reachable(name: str, protocol: str) -> bool:
+    """Whether the row's path exists under `protocol` (its file's `reachable`)."""
+    return ROWS[name].reachable_at(protocol)
+
+
 def _same_in_every_version(name: str) -> bool:
-    return len({frozenset(expected(name, p)) for p in PROTOCOLS}) == 1
+    return len({frozenset(expected(name, p)) for p in PROTOCOLS if reachable(name, p)}) == 1
 
 
 # Rows whose file expects the same under every version (scenarios 4-9): on Docker
@@ -73,15 +80,20 @@ def _same_in_every_version(name: str) -> bool:
 # protocol; the sequential Docker runs are the fixture's critical path: CI time),
 # and their figure assertions are judged.
 CATALOGUE = [name for name in ROWS if _same_in_every_version(name)]
+# Only the cells a row's path reaches are run; the others are NOT_REACHABLE's.
 CASES = [(b, n, p) for b in BACKENDS for n in ROWS if n not in CATALOGUE
-         for p in (LOCAL_PROTOCOLS if b == "local" else DOCKER_PROTOCOLS)]
+         for p in (LOCAL_PROTOCOLS if b == "local" else DOCKER_PROTOCOLS) if reachable(n, p)]
 CATALOGUE_DOCKER_PROTOCOLS = ["latest"]
 CATALOGUE_CASES = [(b, row, p) for b in BACKENDS for row in CATALOGUE
-                   for p in (LOCAL_PROTOCOLS if b == "local" else CATALOGUE_DOCKER_PROTOCOLS)]
+                   for p in (LOCAL_PROTOCOLS if b == "local" else CATALOGUE_DOCKER_PROTOCOLS)
+                   if reachable(row, p)]
 CASES += CATALOGUE_CASES
-# Every row under every version (alias included) in the simulator: milliseconds each.
-SIM_CASES = [("sim", row, p) for row in ROWS for p in PROTOCOLS]
+# Every row under every version it reaches (alias included) in the simulator:
+# milliseconds each.
+SIM_CASES = [("sim", row, p) for row in ROWS for p in PROTOCOLS if reachable(row, p)]
 CASES += SIM_CASES
+# Every row under every version its path does not exist in: refused, never run.
+NOT_REACHABLE = [(row, p) for row in ROWS for p in PROTOCOLS if not reachable(row, p)]
 # Rows whose steps alone decide what is written (no rate-driven load): the replica
 # logs must be the same on sim as on local, record for record.
 SCRIPTED = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
@@ -90,6 +102,7 @@ SCRIPTED = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
             "alter-partition-stale-incarnation", "unclean-election-loss-unclean-off",
             "unclean-election-loss-unclean-on", "min-isr-prevents-loss",
             "acks1-failover-loss-acks-1", "acks1-failover-loss-acks-all"]
+SCRIPTED_CASES = [(n, p) for n in SCRIPTED for p in LOCAL_PROTOCOLS if reachable(n, p)]
 ISOLATED = TESTS / "data" / "leader-isolated.yaml"
 ISOLATED_PROTOCOLS = ["0.10", "latest"]
 
@@ -239,8 +252,7 @@ def _replica_logs(run_dir: Path) -> dict[str, list[tuple]]:
             for d in sorted((run_dir / "replicas").iterdir())}
 
 
-@pytest.mark.parametrize("protocol", LOCAL_PROTOCOLS)
-@pytest.mark.parametrize("name", SCRIPTED)
+@pytest.mark.parametrize(("name", "protocol"), SCRIPTED_CASES)
 def test_sim_agrees_with_local(checked: dict, name: str, protocol: str) -> None:
     """One protocol, two shells: the same scenario leaves the same replica logs and
     the same anomalies on processes and in the simulator."""
@@ -250,6 +262,36 @@ def test_sim_agrees_with_local(checked: dict, name: str, protocol: str) -> None:
     kinds = [sorted((a["kind"], a["witness"].get("value")) for a in r.anomalies)
              for r in (local_result, sim_result)]
     assert kinds[0] == kinds[1]
+
+
+def test_every_cell_is_run_or_refused() -> None:
+    """Each row x version is a sim case or a NOT_REACHABLE one, never both, never
+    neither; a shipped row's local cases are exactly the versions it reaches."""
+    every = {(row, p) for row in ROWS for p in PROTOCOLS}
+    simulated = {(row, p) for _, row, p in SIM_CASES}
+    assert simulated | set(NOT_REACHABLE) == every
+    assert not simulated & set(NOT_REACHABLE)
+    for row in ROWS:
+        local = {p for b, n, p in CASES if b == "local" and n == row}
+        assert local == {p for p in LOCAL_PROTOCOLS if reachable(row, p)}, row
+
+
+@pytest.mark.parametrize(("name", "protocol"), NOT_REACHABLE)
+def test_unreachable_cell_is_refused(tmp_path: Path, name: str, protocol: str) -> None:
+    """`isrlab reproduce` under a version the row's path does not exist in: exit 2,
+    one line naming the row, the version and its file's `why`; nothing started, no
+    run directory."""
+    row = ROWS[name]
+    variant = ["--variant", row.variant] if row.variant else []
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "reproduce", str(row.path), *variant,
+         "--protocol", protocol, "--runs-dir", str(tmp_path / "runs")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{name} is not reachable under {protocol}" in r.stderr
+    assert row.reachable is not None and row.reachable.why in r.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(("protocol", "code"), [("0.10", 1), ("0.11", 0)])

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from broker.protocol import VERSIONS
 from contract import PROTOCOLS
 from harness.errors import UsageError
 from harness.scenario.loader import (
+    NOT_REACHABLE,
     SCENARIO_DIR,
+    NotReachable,
     all_variants,
     find_scenario,
     list_scenarios,
@@ -62,7 +65,8 @@ def test_shipped_scenarios_load() -> None:
                      "isr-flapping-lag-messages", "hw-lags-one-fetch"}
     for s in list_scenarios():
         assert s.path.stem == s.name
-        assert {"0.10", "latest"} <= set(s.expect)
+        first = next(p for p in PROTOCOLS if s.reachable_at(p))  # the oldest it reaches
+        assert {first, "latest"} <= set(s.expect)
         assert s.steps[-1].kind == "final-read"
 
 
@@ -80,7 +84,7 @@ def test_expectations_of_the_catalogue() -> None:
 
 def test_expectations_of_the_catalogue_10_to_13() -> None:
     """docs/catalogue.md's scenarios 10-13, with 0.10 as the model gives it
-    (docs/protocol-versions.md)."""
+    (docs/protocol-versions.md); 13 is not reachable before 2.7."""
     want = {
         "kafka-7415-epoch-gap-divergence": {"2.0": ["divergence", "lost-write"],
                                             "2.1": ["lost-write"], "latest": ["lost-write"]},
@@ -94,6 +98,10 @@ def test_expectations_of_the_catalogue_10_to_13() -> None:
         s = load_scenario(SCENARIO_DIR / f"{name}.yaml")
         for version, kinds in per_version.items():
             assert sorted(s.expect_for(version)) == kinds, (name, version)
+    s = load_scenario(SCENARIO_DIR / "alter-partition-stale-incarnation.yaml")
+    assert [p for p in PROTOCOLS if not s.reachable_at(p)] == ["0.10", "0.11", "2.0", "2.1"]
+    assert s.reachable is not None and s.reachable.since == "2.7"
+    assert "AlterIsr (KIP-497)" in s.reachable.why and "\n" not in s.reachable.why
 
 
 def test_good_file_and_unquoted_versions(tmp_path: Path) -> None:
@@ -361,7 +369,8 @@ CATALOGUE_MD = SCENARIO_DIR.parents[2] / "docs" / "catalogue.md"
 
 def test_catalogue_index_states_what_the_files_expect() -> None:
     """Every row of docs/catalogue.md's index (scenario, variant, one cell per release
-    line) says exactly what the file's `expect` gives, and every file has its rows."""
+    line) says exactly what the file's `expect` gives, or "not reachable" where its
+    `reachable` leaves the version out, and every file has its rows."""
     lines = CATALOGUE_MD.read_text().splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| # | scenario |"))
     versions = [c.strip(" `") for c in lines[head].strip("|").split("|")[3:]]
@@ -372,11 +381,18 @@ def test_catalogue_index_states_what_the_files_expect() -> None:
             break
         _, name, variant, *cells = (c.strip() for c in line.strip("|").split("|"))
         key = (name.split("]")[0].strip("[`"), variant.strip("`") or None)
-        table[key] = [[] if c == "none" else sorted(k.strip(" `") for k in c.split(","))
-                      for c in cells]
-    files = {(row.name, row.variant): [sorted(row.expect_for(v)) for v in versions]
+        table[key] = [_index_cell(c) for c in cells]
+    # None: not reachable (the file's `reachable`), a cell with no verdict.
+    files = {(row.name, row.variant): [sorted(row.expect_for(v)) if row.reachable_at(v)
+                                       else None for v in versions]
              for s in list_scenarios() for row in all_variants(s)}
     assert table == files
+
+
+def _index_cell(c: str) -> list[str] | None:
+    if c == NOT_REACHABLE:
+        return None
+    return [] if c == "none" else sorted(k.strip(" `") for k in c.split(","))
 
 
 def test_every_source_points_at_its_catalogue_section() -> None:
@@ -384,3 +400,97 @@ def test_every_source_points_at_its_catalogue_section() -> None:
     for s in list_scenarios():
         assert s.source == f"docs/catalogue.md#{s.name}", s.path
         assert f"\n## {s.name}\n" in text, s.name
+
+
+# -- reachable: the versions a scenario's path exists in ----------------------------------
+
+REACH = GOOD.replace('expect:\n  "0.10": [lost-write]\n  0.11: []\n',
+                     'reachable:\n  since: "0.11"\n  why: no such path\n    before 0.11\n'
+                     'expect:\n  0.11: [lost-write]\n')
+
+
+def test_reachable_limits_the_versions(tmp_path: Path) -> None:
+    """`reachable: {since, before, why}`: the versions outside it have no expectation
+    and no run; the why is kept on one line."""
+    s = load_scenario(write(tmp_path, REACH))
+    assert s.reachable is not None and (s.reachable.since, s.reachable.before) == ("0.11", None)
+    assert s.reachable.why == "no such path before 0.11"
+    assert [p for p in PROTOCOLS if s.reachable_at(p)] == list(PROTOCOLS[1:])
+    assert s.expect_for("0.11") == ["lost-write"] and s.expect_for("latest") == []
+    with pytest.raises(NotReachable) as info:
+        s.expect_for("0.10")
+    assert str(info.value) == ("x is not reachable under 0.10 (reachable from 0.11): "
+                               "no such path before 0.11")
+    assert info.value.exit_code == 2
+    # A closed range: its newest version must be given instead of latest.
+    both = REACH.replace('  since: "0.11"\n', '  since: "0.11"\n  before: "2.1"\n')
+    both = both.replace("  latest: []\n", "")
+    s = load_scenario(write(tmp_path, both))
+    assert [p for p in PROTOCOLS if s.reachable_at(p)] == ["0.11", "2.0"]
+    assert s.reachable is not None and s.reachable.span() == "from 0.11, before 2.1"
+    err = error_of(tmp_path, both.replace("  2.0: []\n", ""))
+    assert err.line == 14 and "the newest reachable protocol version" in err.message
+    assert err.message.endswith("missing: 2.0 (use [] for none)")
+    # One version only, named by its alias.
+    last = GOOD.replace('expect:\n  "0.10": [lost-write]\n  0.11: []\n  2.0: []\n',
+                        'reachable: {since: latest, why: w}\nexpect:\n')
+    s = load_scenario(write(tmp_path, last))
+    assert [p for p in PROTOCOLS if s.reachable_at(p)] == [VERSIONS[-1], "latest"]
+
+
+@pytest.mark.parametrize(("old", "new", "line", "what"), [
+    ('since: "0.11"', 'since: "0.9"', 10, "unknown protocol version '0.9' in since"),
+    ('  why: no such path\n    before 0.11\n', '', 9, "reachable is missing 'why'"),
+    ('  why: no such path\n    before 0.11\n', '  why: ""\n', 11,
+     "reachable why must be a non-empty string"),
+    ('  since: "0.11"\n', '  since: "2.0"\n  before: "0.11"\n', 11,
+     "before 0.11 must be a later version than since 2.0"),
+    ('  since: "0.11"\n', '  since: "0.11"\n  before: "0.11"\n', 11,
+     "before 0.11 must be a later version than since 0.11"),
+    ('  since: "0.11"\n', '', 9, "reachable needs since and/or before"),
+    ('  since: "0.11"\n', '  before: "0.10"\n', 10, "reachable before 0.10 leaves no version"),
+    ('  since: "0.11"\n', '  since: "0.11"\n  until: "2.0"\n', 11,
+     "unknown key 'until' in reachable"),
+    ('reachable:\n  since: "0.11"\n  why: no such path\n    before 0.11\n',
+     'reachable: "0.11"\n', 9, "reachable must be a mapping"),
+    ('  0.11: [lost-write]\n', '  "0.10": []\n  0.11: [lost-write]\n', 14,
+     "expect 0.10: the path is not reachable under 0.10 (reachable from 0.11), so an entry "
+     "there would be a verdict on a path that does not exist"),
+    ('  since: "0.11"\n', '  since: "0.11"\n  before: "4.0"\n', 17,
+     "expect latest: the path is not reachable under latest (reachable from 0.11, before 4.0)"),
+    ('  0.11: [lost-write]\n', '', 13, "missing: 0.11"),
+])
+def test_reachable_errors_name_file_and_line(tmp_path: Path, old: str, new: str, line: int,
+                                             what: str) -> None:
+    assert old in REACH
+    err = error_of(tmp_path, REACH.replace(old, new, 1))
+    assert (err.line, what in err.message) == (line, True), str(err)
+    assert str(err).startswith(f"{tmp_path / 's.yaml'}:{line}: ")
+    assert isinstance(err, UsageError) and err.exit_code == 2
+
+
+def test_variants_inherit_reachable_or_replace_it(tmp_path: Path) -> None:
+    """A variant has the file's `reachable` unless it declares its own (which replaces
+    it, as `expect` does); its expect is checked against the one it has."""
+    inherit = VARIANTS.replace("expect:\n", 'reachable: {since: "0.11", why: w}\nexpect:\n', 1)
+    inherit = inherit.replace('  "0.10": [lost-write]\n  0.11: []\n', "  0.11: [lost-write]\n")
+    err = error_of(tmp_path, inherit)
+    line = next(i for i, x in enumerate(inherit.splitlines(), 1) if '{"0.10": []' in x)
+    assert err.line == line and "expect 0.10: the path of variant one is not reachable" in str(err)
+    inherit = inherit.replace('{"0.10": [], latest: [lost-write]}',
+                              '{"0.11": [], latest: [lost-write]}')
+    path = write(tmp_path, inherit)
+    assert [load_scenario(path, v).reachable.since for v in ("one", "two")] == ["0.11", "0.11"]
+    own = VARIANTS.replace("  two: {}", '  two:\n    reachable: {before: "2.1", why: old only}\n'
+                           '    expect: {"0.10": [], "2.0": []}')
+    path = write(tmp_path, own)
+    one, two = load_scenario(path, "one"), load_scenario(path, "two")
+    assert one.reachable is None and one.reachable_at("latest")
+    assert two.reachable is not None and two.reachable.why == "old only"
+    assert [p for p in PROTOCOLS if two.reachable_at(p)] == ["0.10", "0.11", "2.0"]
+    with pytest.raises(NotReachable, match="x-two is not reachable under 2.1"):
+        two.expect_for("2.1")
+    # The file's expect, inherited, must fit the variant's own reachable too.
+    err = error_of(tmp_path, VARIANTS.replace(
+        "  two: {}", '  two:\n    reachable: {before: "2.1", why: old only}'))
+    assert "expect latest: the path of variant two is not reachable" in str(err)

@@ -1,6 +1,8 @@
 """Scenario x protocol cells, for `isrlab matrix` and `reproduce --all-variants`:
 each cell's runs, checked in one batch and judged against the scenario's
-`expect`."""
+`expect`. A cell whose version the scenario's path does not exist in (its
+`reachable`) is not run: it is "not reachable", has no verdict and is no
+mismatch."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from harness.cli.flags import backend_options, use_server
 from harness.errors import Interrupted, UsageError
 from harness.progress import Progress
 from harness.run.runner import RunOptions, RunRecord, run_scenario
-from harness.scenario.loader import Scenario
+from harness.scenario.loader import NOT_REACHABLE, Scenario
 
 if TYPE_CHECKING:
     pass
@@ -37,24 +39,28 @@ DOCKER_PORT_STRIDE = 16  # host ports per docker run: one per node, and room to 
 
 
 def expect_line(scenario: Scenario) -> str:
-    """Compact expectations per version: `0.10 lost-write · 0.11+ none`."""
-    parts: list[str] = []
-    last: list[str] | None = None
+    """Compact expectations per version, in the "X+" form of `expect`:
+    `0.10 lost-write · 0.11+ none`; versions outside the scenario's `reachable`
+    say so: `0.10+ not reachable · 2.7 lost-write · 3.7+ none`."""
+    stretches: list[tuple[str, str]] = []  # (first version, what it expects) of each
     for v in VERSIONS:
-        kinds = sorted(scenario.expect_for(v))
-        if kinds != last:
-            parts.append(f"{v}+ {','.join(kinds) or 'none'}")
-            last = kinds
-    if parts and len(parts) == 1:
-        return parts[0].replace(f"{VERSIONS[0]}+ ", "all ")
-    # An entry that holds for one version only is written without its +.
+        label = _expect_label(scenario, v)
+        if not stretches or stretches[-1][1] != label:
+            stretches.append((v, label))
+    if len(stretches) == 1:
+        return f"all {stretches[0][1]}"
     out = []
-    for i, p in enumerate(parts):
-        v = p.split()[0][:-1]
-        nxt = parts[i + 1].split()[0][:-1] if i + 1 < len(parts) else None
-        following = VERSIONS[VERSIONS.index(v) + 1] if v != VERSIONS[-1] else None
-        out.append(p.replace(f"{v}+", v, 1) if nxt is not None and nxt == following else p)
+    for (v, label), nxt in zip(stretches, [*stretches[1:], None], strict=True):
+        # An entry that holds for one version only is written without its +.
+        one = nxt is not None and VERSIONS.index(nxt[0]) == VERSIONS.index(v) + 1
+        out.append(f"{v}{'' if one else '+'} {label}")
     return " · ".join(out)
+
+
+def _expect_label(scenario: Scenario, protocol: str) -> str:
+    if not scenario.reachable_at(protocol):
+        return NOT_REACHABLE
+    return ",".join(sorted(scenario.expect_for(protocol))) or "none"
 
 
 @dataclass
@@ -64,12 +70,22 @@ class Cell:
     records: list[RunRecord] = field(default_factory=list)
     # Per run: (verdict with assertions, found kinds, unexpected, missing, failed assertions)
     outcomes: list[dict[str, Any]] = field(default_factory=list)
+    # Why the cell is not run (the scenario's path does not exist under the
+    # version: one line naming both and why); None for a cell that is run.
+    not_reachable: str | None = None
 
     @property
     def matches(self) -> bool:
         return bool(self.outcomes) and all(o["verdict"] == VALID for o in self.outcomes)
 
+    @property
+    def mismatch(self) -> bool:
+        """A cell that was to be run and did not match; a not reachable one never is."""
+        return self.not_reachable is None and not self.matches
+
     def text(self) -> str:
+        if self.not_reachable is not None:
+            return NOT_REACHABLE
         if self.matches:
             return OK_MARK
         bad = [o for o in self.outcomes if o["verdict"] != VALID]
@@ -89,7 +105,8 @@ def _difference(o: dict[str, Any]) -> str:
 def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path,
               args: argparse.Namespace, progress: Progress) -> list[Cell] | int:
     """Run every row x protocol `runs` times into `batch`, check them in one batch and
-    judge the assertions; an exit status instead when interrupted or the checker fails."""
+    judge the assertions; an exit status instead when interrupted or the checker fails.
+    A cell the row's path does not reach is returned not run (`not_reachable`)."""
     stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
     jobs = getattr(args, "jobs", 1)
     if args.backend == "ssh" and jobs > 1:
@@ -101,9 +118,12 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
     plan: list[tuple[Cell, Scenario, int]] = []
     for s in rows:
         for p in protocols:
-            cell = Cell(s.run_name, p)
+            cell = Cell(s.run_name, p, not_reachable=s.unreachable(p))
             cells.append(cell)
-            plan += [(cell, s, i) for i in range(runs)]
+            if cell.not_reachable is None:
+                plan += [(cell, s, i) for i in range(runs)]
+    if not plan:  # every cell is not reachable: nothing to run or check
+        return cells
     total = len(plan)
     records: list[RunRecord | None] = [None] * total
     slots = list(range(jobs))  # free job slots: slot k runs on port + k * stride

@@ -7,8 +7,10 @@ assertions (harness.run.assertions), else what differed (`+kind` found but not
 expected, `-kind` expected but not found, `assert FIGURE`, `incomplete`,
 `error`), writes index.html with the same matrix linking each run's report, and
 exits 0 only when every cell matches (1 otherwise, 2 on bad input, 3 when
-interrupted). The cells are run and checked by harness.cli.cellrun.run_cells,
-which `reproduce --all-variants` shares.
+interrupted). A cell whose version the scenario's path does not exist in (its
+`reachable`) is not run: it shows "not reachable", with the reason below the
+matrix, and is no mismatch; the tally counts those cells. The cells are run and
+checked by harness.cli.cellrun.run_cells, which `reproduce --all-variants` shares.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from contract import CHECK, PROTOCOLS, REPORT_HTML
 from harness.cli import cellrun, checks, flags
 from harness.cli.cellrun import OK_MARK, RUNS_INDEX
 from harness.scenario.loader import (
+    NOT_REACHABLE,
     Scenario,
     all_variants,
     find_scenario,
@@ -63,31 +66,67 @@ def run(args: argparse.Namespace) -> int:
     protocols = list(dict.fromkeys(args.protocol or VERSIONS))
     progress = flags.progress_of(args)
     batch = checks.new_batch(args.runs_dir, "matrix")
+    unreached = sum(not r.reachable_at(p) for r in rows for p in protocols)
     progress.line(f"matrix: {len(rows)} row(s) x {len(protocols)} version(s) x {args.runs} "
-                  f"run(s) on {args.backend}; runs in {batch}")
+                  f"run(s) on {args.backend}"
+                  + (f" ({unreached} cell(s) not reachable: not run)" if unreached else "")
+                  + f"; runs in {batch}")
     cells = cellrun.run_cells(rows, protocols, args.runs, batch, args, progress)
     if isinstance(cells, int):
         return cells
     index = write_index(cells, rows, protocols, batch / INDEX)
-    code = 0 if all(c.matches for c in cells) else 1
+    code = 1 if any(c.mismatch for c in cells) else 0
     if args.json:
         print(json.dumps({"batch": str(batch), "index": str(index), "exit_code": code,
-                          "cells": [{"row": c.row, "protocol": c.protocol, "cell": c.text(),
-                                     "runs": [{"run_dir": str(o["run_dir"]),
-                                               "verdict": o["verdict"], "found": o["found"],
-                                               "assertions": o["messages"]}
-                                              for o in c.outcomes]} for c in cells]}))
+                          "tally": tally(cells), "cells": [_json_cell(c) for c in cells]}))
         return code
     for line in matrix_lines(cells, rows, protocols):
+        print(line)
+    for line in unreachable_lines(rows, protocols):
         print(line)
     for c in cells:
         for o in c.outcomes:
             for m in o["messages"]:
                 print(f"  {c.row} {c.protocol}: {m}")
-    bad = sum(not c.matches for c in cells)
-    print(f"matches the catalogue in {len(cells) - bad}/{len(cells)} cell(s)")
+    print(tally_line(cells))
     print(f"index: {index}")
     return code
+
+
+def _json_cell(c: cellrun.Cell) -> dict:
+    out = {"row": c.row, "protocol": c.protocol, "cell": c.text(),
+           "reachable": c.not_reachable is None,
+           "runs": [{"run_dir": str(o["run_dir"]), "verdict": o["verdict"],
+                     "found": o["found"], "assertions": o["messages"]} for o in c.outcomes]}
+    if c.not_reachable is not None:
+        out["why"] = c.not_reachable
+    return out
+
+
+def tally(cells: list[cellrun.Cell]) -> dict[str, int]:
+    """Cells that were run, matched, and were not reachable (not run, no verdict)."""
+    run = [c for c in cells if c.not_reachable is None]
+    return {"cells": len(cells), "run": len(run), "matches": sum(c.matches for c in run),
+            "not_reachable": len(cells) - len(run)}
+
+
+def tally_line(cells: list[cellrun.Cell]) -> str:
+    t = tally(cells)
+    line = f"matches the catalogue in {t['matches']}/{t['run']} cell(s)"
+    if t["not_reachable"]:
+        line += f"; {t['not_reachable']} cell(s) not reachable (not run)"
+    return line
+
+
+def unreachable_lines(rows: list[Scenario], protocols: list[str]) -> list[str]:
+    """One line per row with cells it does not reach: the versions and why."""
+    out = []
+    for r in rows:
+        versions = [p for p in protocols if not r.reachable_at(p)]
+        if versions and r.reachable is not None:
+            out.append(f"  {r.run_name}: {NOT_REACHABLE} under {', '.join(versions)} "
+                       f"(reachable {r.reachable.span()}): {r.reachable.why}")
+    return out
 
 
 def matrix_lines(cells: list[cellrun.Cell], rows: list[Scenario],
@@ -122,13 +161,25 @@ def write_index(cells: list[cellrun.Cell], rows: list[Scenario], protocols: list
                                     + "".join(f"; {m}" for m in o["messages"]), quote=True)
                 links.append(f'<a href="{html.escape(os.path.relpath(target, out.parent))}" '
                              f'title="{title}">{i}</a>')
+            if c.not_reachable is not None:  # no run, no verdict: the reason on hover
+                tds.append(f'<td class="na" title="{html.escape(c.not_reachable, quote=True)}">'
+                           f'{html.escape(c.text())}</td>')
+                continue
             cls = "ok" if c.matches else "bad"
             tds.append(f'<td class="{cls}">{html.escape(c.text())}<br><small>'
                        f'{" ".join(links)}</small></td>')
         expect = html.escape(cellrun.expect_line(r))
         body.append(f"<tr><th>{html.escape(r.run_name)}<br><small>{expect}</small></th>"
                     f"{''.join(tds)}</tr>")
-    bad = sum(not c.matches for c in cells)
+    t = tally(cells)
+    unreached = "".join(f"<li>{html.escape(line.strip())}</li>"
+                        for line in unreachable_lines(rows, protocols))
+    if unreached:
+        unreached = (f"<p>{t['not_reachable']} cell(s) {NOT_REACHABLE}: the scenario's path "
+                     "does not exist in that release (its <code>reachable</code>), so the "
+                     f"cell is not run and has no verdict.</p><ul>{unreached}</ul>")
+    # No run at all (every cell not reachable): the checker wrote no runs page.
+    all_runs = f'; <a href="{RUNS_INDEX}">all runs</a>' if t["run"] else ""
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>isrlab matrix</title>
 <style>
@@ -136,13 +187,15 @@ body {{ font-family: sans-serif; margin: 1.5em; }}
 table {{ border-collapse: collapse; }}
 td, th {{ border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; }}
 td.ok {{ background: #e6f4ea; }} td.bad {{ background: #fce8e6; }}
+td.na {{ background: #f1f3f4; color: #666; font-style: italic; }}
 small {{ color: #555; }}
 </style></head><body>
 <h1>Scenario matrix</h1>
-<p>Matches the catalogue in {len(cells) - bad}/{len(cells)} cell(s). A cell is {OK_MARK} when
+<p>Matches the catalogue in {t['matches']}/{t['run']} cell(s) run. A cell is {OK_MARK} when
 every run showed exactly the documented anomalies and passed its assertions; otherwise
 what differed: +kind found but not expected, -kind expected but not found, assert
-FIGURE failed. The numbers link each run's report; <a href="{RUNS_INDEX}">all runs</a>.</p>
+FIGURE failed. The numbers link each run's report{all_runs}.</p>
+{unreached}
 <table><tr><th></th>{head}</tr>
 {chr(10).join(body)}
 </table></body></html>

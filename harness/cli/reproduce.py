@@ -3,9 +3,11 @@
 `reproduce` answers "did the protocol keep its guarantees in this run?": 1 when
 the run shows any consistency anomaly or its verdict is not valid, 0 when it is
 clean, 3 for a run that did not finish, 2 for one the checker could not read
-(docs/exit-codes.md). `--runs N` runs it N times and checks them in one batch
-("reproduced k/N"); `--all-variants`, or `--runs N` of a scenario with variants
-or figure assertions, runs its variants as cells (one verdict line per run).
+(docs/exit-codes.md), and 2, before anything starts, for a version the
+scenario's path does not exist in (its `reachable`). `--runs N` runs it N times
+and checks them in one batch ("reproduced k/N"); `--all-variants`, or `--runs N`
+of a scenario with variants or figure assertions, runs its variants as cells
+(one verdict line per run; a variant not reachable there is one line saying so).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from contract import PROTOCOLS
 from harness.cli import cellrun, checks, flags
 from harness.errors import Interrupted, UsageError, one_line
 from harness.run.runner import RunOptions, RunRecord, run_scenario
-from harness.scenario.loader import all_variants, find_scenario, load_scenario
+from harness.scenario.loader import Scenario, all_variants, find_scenario, load_scenario
 from reports.render import INDEX
 
 
@@ -54,16 +56,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.all_variants:
         return reproduce_variants(args)
+    scenario = load_scenario(find_scenario(args.scenario), args.variant)
+    # A version the path does not exist in: exit 2 before anything is started or
+    # written (no cluster, no run directory), naming the scenario, version and why.
+    scenario.require_reachable(args.protocol)
     if args.runs > 1:
-        scenario = load_scenario(find_scenario(args.scenario), args.variant)
         if scenario.variants or scenario.assertions:
             return reproduce_variants(args)
-        return reproduce_runs(args)
-    return reproduce_one(args)
+        return reproduce_runs(args, scenario)
+    return reproduce_one(args, scenario)
 
 
-def reproduce_one(args: argparse.Namespace) -> int:
-    scenario = load_scenario(find_scenario(args.scenario), args.variant)
+def reproduce_one(args: argparse.Namespace, scenario: Scenario) -> int:
     progress = flags.progress_of(args)
     options = flags.backend_options(args)
     # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
@@ -161,10 +165,9 @@ def _plain(x: Any) -> Any:
 # -- --runs N ------------------------------------------------------------------
 
 
-def reproduce_runs(args: argparse.Namespace) -> int:
+def reproduce_runs(args: argparse.Namespace, scenario: Scenario) -> int:
     """The scenario N times, checked in one batch; "reproduced k/N": the runs whose
     verdict is valid (every expected kind found, nothing unexpected)."""
-    scenario = load_scenario(find_scenario(args.scenario))
     progress = flags.progress_of(args)
     options = flags.backend_options(args)
     batch = args.runs_dir / f"{checks.stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
@@ -210,6 +213,8 @@ def reproduce_variants(args: argparse.Namespace) -> int:
     each, checked in one batch; one verdict line per run."""
     base = load_scenario(find_scenario(args.scenario), args.variant)
     rows = all_variants(base) if args.all_variants else [base]
+    if not any(r.reachable_at(args.protocol) for r in rows):
+        rows[0].require_reachable(args.protocol)  # nothing to run: exit 2, the reason
     if args.base_image:
         raise UsageError("--base-image is not supported with --all-variants or --runs here; "
                          "build the image first (isrlab docker build --base-image IMAGE)")
@@ -220,12 +225,17 @@ def reproduce_variants(args: argparse.Namespace) -> int:
     if isinstance(cells, int):
         return cells
     outcomes = [(c, o) for c in cells for o in c.outcomes]
+    unreached = [c for c in cells if c.not_reachable]
     if args.json:
         checks.print_json({"scenario": base.name, "protocol": args.protocol, "batch": str(batch),
                     "runs": [{"variant": c.row, "run_dir": str(o["run_dir"]),
                               "verdict": o["verdict"], "found": o["found"],
-                              "assertions": o["messages"]} for c, o in outcomes]})
+                              "assertions": o["messages"]} for c, o in outcomes],
+                    "not_reachable": [{"variant": c.row, "why": c.not_reachable}
+                                      for c in unreached]})
     else:
+        for c in unreached:  # not run, no verdict: said, never skipped silently
+            print(c.not_reachable)
         for c, o in outcomes:
             want = next(r for r in rows if r.run_name == c.row).expect_for(args.protocol)
             found = ", ".join(o["found"]) or "no anomaly"

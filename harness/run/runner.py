@@ -68,7 +68,9 @@ class RunRecord:
 def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> RunRecord:
     """Run one scenario. A run that cannot complete (including Ctrl-C) is returned
     with `error` set and its run directory finalized as incomplete. Raises
-    UsageError, before creating anything, if the cluster's addresses are taken."""
+    UsageError, before creating anything, if the scenario's path is not reachable
+    under the protocol (its `reachable`) or the cluster's addresses are taken."""
+    scenario.require_reachable(opts.protocol)  # a run there would be a verdict on nothing
     t0 = time.monotonic()
     seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
     run_id = new_run_id(scenario.run_name, opts.protocol)

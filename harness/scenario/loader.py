@@ -26,7 +26,12 @@ SCENARIO_DIR = Path(__file__).resolve().parent / "catalogue"
 
 NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 DEFAULT_RATE = 100  # background sends per second, over all producers
-VARIANT_KEYS = ("description", "broker", "controller", "workload", "expect", "assert")
+# A variant may replace the file's `reachable` as it replaces `expect`: it may
+# have steps of its own, so its path may exist under other versions.
+VARIANT_KEYS = ("description", "broker", "controller", "workload", "expect", "reachable",
+                "assert")
+REACHABLE_KEYS = ("since", "before", "why")
+NOT_REACHABLE = "not reachable"  # how a cell outside a scenario's `reachable` is shown
 # Figures an `assert` may name. The checker's, from check/summary.json `figures`
 # (checker.figures), and the harness's own, computed from the run directory after
 # the check (harness.run.assertions): each is documented in docs/scenarios.md.
@@ -36,6 +41,29 @@ CHECKER_FIGURES = ("isr_shrinks", "isr_expands", "leader_elections", "truncation
 HARNESS_FIGURES = ("hw_stall_ms", "unavailable_ms", "isr_rejoins", "offline_ms")
 FIGURES = CHECKER_FIGURES + HARNESS_FIGURES
 ASSERT_OPS = tuple(c for c in COMPARISONS if c != "same-as")
+
+
+class NotReachable(UsageError):
+    """A scenario asked to run under a version its path does not exist in (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Reachable:
+    """Where a scenario's path exists in Kafka: from `since` on and under the
+    versions older than `before` (None: no bound), the same boundaries as a step's;
+    `why` it does not exist elsewhere."""
+
+    since: str | None
+    before: str | None
+    why: str
+
+    def covers(self, protocol: str) -> bool:
+        return in_range(protocol, self.since, self.before)
+
+    def span(self) -> str:
+        """The range as the file writes it: `from 2.7`, `before 2.1`, `from 2.0, before 3.7`."""
+        return ", ".join(f"{word} {v}" for word, v in (("from", self.since),
+                                                       ("before", self.before)) if v)
 
 
 @dataclass
@@ -57,6 +85,7 @@ class Scenario:
     variant: str | None = None  # the variant this object is (None: the file has none)
     # Every variant the file declares: name -> the first line of its description.
     variants: dict[str, str] = field(default_factory=dict)
+    reachable: Reachable | None = None  # None: the path exists under every version
 
     @property
     def run_name(self) -> str:
@@ -74,8 +103,28 @@ class Scenario:
 
     def expect_for(self, protocol: str) -> list[str]:
         """What `protocol` expects: its own entry, else the nearest older one's
-        ("X+": an entry holds from its release on); `latest` is the newest release."""
+        ("X+": an entry holds from its release on); `latest` is the newest release.
+        NotReachable for a version the path does not exist in: it has no verdict."""
+        self.require_reachable(protocol)
         return list(resolve_expect(self.expect, protocol))
+
+    def reachable_at(self, protocol: str) -> bool:
+        return self.reachable is None or self.reachable.covers(protocol)
+
+    def unreachable(self, protocol: str) -> str | None:
+        """Why the scenario's path does not exist under `protocol`, as one line naming
+        the scenario, the version, the range and the file's `why`; None where it does."""
+        reach = self.reachable
+        if reach is None or reach.covers(protocol):
+            return None
+        return (f"{self.run_name} is {NOT_REACHABLE} under {protocol} "
+                f"(reachable {reach.span()}): {reach.why}")
+
+    def require_reachable(self, protocol: str) -> None:
+        """NotReachable (exit 2) with `unreachable`'s line, unless the path exists."""
+        why = self.unreachable(protocol)
+        if why is not None:
+            raise NotReachable(why)
 
     def steps_for(self, protocol: str) -> list[Step]:
         return [s for s in self.steps if s.applies_to(protocol)]
@@ -187,10 +236,11 @@ def _load(v: Validator, path: Path, doc: LocMap, declared: dict[str, LocMap],
             if key in body:
                 doc[key] = _merged(doc.get(key), body[key])
                 doc.key_lines.setdefault(key, body.line_of(key))
-        if "expect" in body:
-            doc["expect"], doc.key_lines["expect"] = body["expect"], body.line_of("expect")
+        for key in ("expect", "reachable"):  # replaced, not laid over
+            if key in body:
+                doc[key], doc.key_lines[key] = body[key], body.line_of(key)
     top = ("name", "description", "source", "cluster", "broker", "controller", "workload",
-           "expect", "steps", "variants", "assert")
+           "reachable", "expect", "steps", "variants", "assert")
     v.keys(doc, top, "the scenario", required=("name", "description", "cluster", "expect",
                                                 "steps"))
     name = v.string(doc["name"], doc.line_of("name"), "name")
@@ -203,7 +253,8 @@ def _load(v: Validator, path: Path, doc: LocMap, declared: dict[str, LocMap],
     broker_config = _config(v, doc, "broker", BrokerConfig)
     controller_config = _config(v, doc, "controller", ControllerConfig)
     workload = _workload(v, doc, topics)
-    expect = _expect(v, doc)
+    reachable = _reachable(v, doc)
+    expect = _expect(v, doc, reachable, variant)
     steps = parse_steps(v, doc, brokers, topics, workload, tuple(declared))
     steps = [s for s in steps if s.variants is None or variant in s.variants]
     if workload["producers"] or workload["consumers"]:
@@ -218,7 +269,8 @@ def _load(v: Validator, path: Path, doc: LocMap, declared: dict[str, LocMap],
                     brokers=brokers, topics=topics, broker_config=broker_config,
                     controller_config=controller_config, workload=workload, expect=expect,
                     steps=steps, source=source, assertions=assertions, variant=variant,
-                    variants={n: _first_line(b.get("description")) for n, b in declared.items()})
+                    variants={n: _first_line(b.get("description")) for n, b in declared.items()},
+                    reachable=reachable)
 
 
 def _first_line(text: Any) -> str:
@@ -352,13 +404,42 @@ def workload_partitions(workload: dict[str, Any],
     return [(workload["topic"], workload["partition"])]
 
 
-def _expect(v: Validator, doc: LocMap) -> dict[str, list[str]]:
+def _reachable(v: Validator, doc: LocMap) -> Reachable | None:
+    """`reachable: {since: "2.7", before: "X", why: ...}`: the versions the path exists in."""
+    if "reachable" not in doc:
+        return None
+    line = doc.line_of("reachable")
+    m = v.mapping(doc["reachable"], line, "reachable")
+    v.keys(m, REACHABLE_KEYS, "reachable")
+    if "why" not in m:  # the reason is what `reproduce` and the matrix show
+        raise v.err(line, "reachable is missing 'why': say why the path does not exist "
+                          "under the other versions")
+    since, before = v.version_range(m)
+    if since is None and before is None:
+        raise v.err(line, "reachable needs since and/or before (a path that exists "
+                          "under every version needs no reachable)")
+    why = v.string(m["why"], m.line_of("why"), "reachable why")
+    reach = Reachable(since, before, " ".join(why.split()))
+    if not any(reach.covers(p) for p in VERSIONS):
+        raise v.err(m.line_of("before"), f"reachable before {before} leaves no version: "
+                                         f"{VERSIONS[0]} is the oldest")
+    return reach
+
+
+def _expect(v: Validator, doc: LocMap, reach: Reachable | None,
+            variant: str | None) -> dict[str, list[str]]:
     m = v.mapping(doc["expect"], doc.line_of("expect"), "expect")
     out: dict[str, list[str]] = {}
     for k, kinds in m.items():
         if k not in PROTOCOLS:
             raise v.err(m.line_of(k), f"unknown protocol version {k!r} in expect; "
                                       f"known: {', '.join(PROTOCOLS)} (quote them)")
+        if reach is not None and not reach.covers(k):
+            of = f" of variant {variant}" if variant else ""
+            raise v.err(m.line_of(k), f"expect {k}: the path{of} is {NOT_REACHABLE} under "
+                                      f"{k} (reachable {reach.span()}), so an entry there "
+                                      "would be a verdict on a path that does not exist; "
+                                      "remove it")
         kinds = [] if kinds is None else v.seq(kinds, m.line_of(k), f"expect {k}")
         for kind in kinds:
             if kind not in ANOMALY_KINDS:
@@ -368,16 +449,23 @@ def _expect(v: Validator, doc: LocMap) -> dict[str, list[str]]:
     for alias, release in ALIASES.items():
         if alias in out and release in out and sorted(out[alias]) != sorted(out[release]):
             raise v.err(m.line_of(alias), f"expect {alias} is {release}: the two entries differ")
-    # An entry holds from its version on ("X+"), so the oldest version must be
-    # given, and the newest (or `latest`) so that what it expects is said.
-    newest = [VERSIONS[-1], *[a for a, r in ALIASES.items() if r == VERSIONS[-1]]]
-    missing = [p for p in (VERSIONS[0],) if p not in out]
-    if not any(n in out for n in newest):
-        missing.append(f"{newest[-1]} (or {VERSIONS[-1]})")
-    if missing:
-        raise v.err(doc.line_of("expect"), f"expect must list the oldest and the newest protocol "
-                            f"version (a version not listed expects what the nearest older "
-                            f"one does); missing: {', '.join(missing)} (use [] for none)")
+    _expect_ends(v, doc, out, reach)
     return out
 
 
+def _expect_ends(v: Validator, doc: LocMap, out: dict[str, list[str]],
+                 reach: Reachable | None) -> None:
+    """An entry holds from its version on ("X+"), so the oldest reachable version must
+    be given, and the newest reachable one (or its alias, `latest`) so that what it
+    expects is said."""
+    reached = [p for p in VERSIONS if reach is None or reach.covers(p)]
+    missing = []
+    for end in dict.fromkeys((reached[0], reached[-1])):  # one, when only one is reached
+        names = [end, *[a for a, r in ALIASES.items() if r == end]]
+        if not any(n in out for n in names):
+            missing.append(f"{names[-1]} (or {end})" if len(names) > 1 else end)
+    if missing:
+        which = "reachable " if reach is not None else ""
+        raise v.err(doc.line_of("expect"), f"expect must list the oldest and the newest "
+                    f"{which}protocol version (a version not listed expects what the nearest "
+                    f"older one does); missing: {', '.join(missing)} (use [] for none)")
