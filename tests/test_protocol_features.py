@@ -125,7 +125,7 @@ def test_feature_leader_epochs(on):
 ])
 def test_feature_truncation(truncation, log, state, first):
     """How a replica that starts following finds its truncation point: Kafka 0.10
-    truncates to its HW; 0.11 (KIP-101) asks OffsetsForLeaderEpoch first; 2.7
+    truncates to its HW; 0.11 (KIP-101) asks OffsetsForLeaderEpoch first; 2.8
     (KAFKA-10554) fetches at once, sending its last fetched epoch."""
     b = toggled(replica("B", "2.0", [(0, "m0"), (0, "m1")], hw=1), truncation=truncation)
     follow(b, "A", 0, ["A", "B"])
@@ -138,7 +138,7 @@ def test_feature_truncation(truncation, log, state, first):
 
 @pytest.mark.parametrize("on", [True, False])
 def test_feature_truncation_on_fetch_leader_side(on):
-    """Kafka 2.7, KAFKA-10554: a leader checks a fetch's last fetched epoch and, if
+    """Kafka 2.8.0, KAFKA-10554: a leader checks a fetch's last fetched epoch and, if
     the follower's log diverges, answers with the diverging epoch and where it ends
     instead of records; before, the fetch offset alone decides."""
     a, _ = unclean_history("2.0")
