@@ -72,7 +72,7 @@ def test_scenarios_lists_the_three() -> None:
                                      "alter-partition-stale-incarnation")
     reach, expect = r.stdout.splitlines()[at + 1:at + 3]
     assert reach.startswith("    reachable from 2.7: AlterIsr (KIP-497) first sends")
-    assert expect == "    expect 0.10+ not reachable · 2.7 lost-write · 3.7+ none"
+    assert expect == "    expect 0.10+ not reachable · 2.7+ lost-write · 3.7+ none"
     assert sum("reachable from" in line for line in r.stdout.splitlines()) == 1
 
 
