@@ -27,22 +27,34 @@ class LeaderEpochCache:
                 return start
         return None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, truncate_and_append: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`; True if the cache changed.
 
-        Entries whose epoch or start offset is not below the new one are replaced,
-        so the cache stays strictly increasing in both.
+        `truncate_and_append` (2.1.0, KAFKA-7415, `LeaderEpochFileCache.assign`):
+        unless it is the latest epoch again at the same or a later offset, the new
+        entry replaces every entry whose epoch or start offset is not below its own,
+        so the cache stays strictly increasing in both. Before (0.11.0.0, 2.0.0) an
+        entry is only appended, and only for an epoch above the latest starting at
+        or after the latest start; anything else is ignored.
         """
-        if self.entries and self.entries[-1][0] == epoch:
+        if not truncate_and_append:
+            if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0]
+                                               or start_offset < self.entries[-1][1])):
+                return False
+            self.entries = self.entries + [(epoch, start_offset)]
+            return True
+        if self.entries and self.entries[-1][0] == epoch \
+                and start_offset >= self.entries[-1][1]:
             return False
-        if self.entries and epoch < self.entries[-1][0]:
-            return False  # an older epoch never rewrites history
         kept = [(e, s) for e, s in self.entries if s < start_offset and e < epoch]
         self.entries = kept + [(epoch, start_offset)]
         return True
 
     def truncate_from_end(self, end_offset: int) -> bool:
-        """Drop entries that start at or after `end_offset` (the log was truncated there)."""
+        """Drop entries that start at or after `end_offset` (the log was truncated
+        there); an undefined (negative) offset changes nothing, as in Kafka."""
+        if end_offset < 0:
+            return False
         kept = [(e, s) for e, s in self.entries if s < end_offset]
         changed = kept != self.entries
         self.entries = kept

@@ -138,7 +138,8 @@ class Partition:
         return out
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
-        if self.epoch_cache.assign(epoch, start_offset):
+        if self.epoch_cache.assign(epoch, start_offset,
+                                   self.features.epoch_cache_truncate_and_append):
             self._effects.append(WriteEpochCache(tuple(self.epoch_cache.entries)))
             self._emit("epoch-assigned", epoch=epoch, start_offset=start_offset)
 

@@ -70,6 +70,10 @@ class Features:
     # 2.1, KAFKA-7415: a new leader adds (its epoch, its LEO) to the epoch cache when
     # it becomes leader, not on its first append.
     epoch_on_become_leader: bool
+    # 2.1, KAFKA-7415 (LeaderEpochFileCache.truncateAndAppend): a new entry replaces
+    # the entries it conflicts with; before, only a later epoch at or after the
+    # latest start is appended and anything else ignored.
+    epoch_cache_truncate_and_append: bool
     # 2.1, KAFKA-7128: a follower joins the ISR only once it also holds everything
     # from the start of the leader's current epoch, not just up to the HW.
     isr_join_waits_for_epoch_start: bool
@@ -118,6 +122,7 @@ class Features:
 _V0_10 = Features(  # 0.10.2.0
     leader_epochs=False, truncation="hw", epoch_answer="none", epoch_iteration=False,
     leader_epoch_fencing=False, epoch_on_become_leader=False,
+    epoch_cache_truncate_and_append=False,
     isr_join_waits_for_epoch_start=False, hw_frozen_below_min_isr=False,
     refollow_on_epoch_change=False, offset_out_of_range_halts=True,
     caught_up_at_leader_leo=False,
@@ -132,6 +137,7 @@ _V2_0 = replace(  # 2.0.0
 _V2_1 = replace(  # 2.1.0
     _V2_0, leader_epoch_fencing=True,                      # KIP-320 (KAFKA-7395)
     epoch_answer="kafka7415", epoch_on_become_leader=True,  # KAFKA-7415
+    epoch_cache_truncate_and_append=True,                  # KAFKA-7415
     isr_join_waits_for_epoch_start=True,                   # KAFKA-7128
     refollow_on_epoch_change=True,                         # KAFKA-7164
     offset_out_of_range_halts=False,                       # KAFKA-7414

@@ -11,15 +11,25 @@ def cache() -> LeaderEpochCache:
 
 
 def test_assign_keeps_epochs_and_offsets_increasing():
+    """2.1.0+ (KAFKA-7415, truncateAndAppend): a new entry replaces those it conflicts
+    with; 0.11.0.0-2.0.0: only a later epoch at or after the latest start is added."""
     c = LeaderEpochCache()
     assert c.assign(0, 0)
     assert not c.assign(0, 5), "same epoch again does not move its start"
     assert c.assign(2, 5)
-    assert not c.assign(1, 7), "an older epoch never rewrites history"
-    assert c.entries == [(0, 0), (2, 5)]
     # A new epoch starting at or before an existing start replaces it (log was truncated).
     assert c.assign(3, 5)
     assert c.entries == [(0, 0), (3, 5)]
+    # An older epoch truncates the newer ones (Kafka 2.1.0 truncateAndAppend).
+    assert c.assign(1, 7)
+    assert c.entries == [(0, 0), (1, 7)]
+    old = LeaderEpochCache()
+    assert old.assign(0, 0, truncate_and_append=False)
+    assert old.assign(2, 5, truncate_and_append=False)
+    assert not old.assign(3, 4, truncate_and_append=False), "before the latest start"
+    assert not old.assign(1, 7, truncate_and_append=False), "an older epoch"
+    assert old.assign(3, 5, truncate_and_append=False)
+    assert old.entries == [(0, 0), (2, 5), (3, 5)]
 
 
 def test_truncate_from_end_drops_epochs_starting_at_or_after_offset(cache):

@@ -120,29 +120,6 @@ def _common(tag: str) -> list:
     return rows
 
 
-# The model's truncate_from_end has no guard for a negative offset: Kafka's
-# clearAndFlushLatest / truncateFromEnd does nothing unless `endOffset >= 0`.
-XFAIL_NEGATIVE_TRUNCATE = (
-    "LeaderEpochCache.truncate_from_end(-1) drops every entry (it keeps starts < -1); "
-    "Kafka ignores an UNDEFINED (negative) end offset and keeps all 3 entries. "
-    "Unreachable from Partition (_truncate clamps the offset to >= 0), but the cache "
-    "deviates: fix in broker/epoch_cache.py, `if end_offset < 0: return False`.")
-# 0.11.0.0 / 2.0.0 assign appends only `if epoch > latestEpoch && offset >=
-# latestOffset`; the model truncates conflicting entries as 2.1.0 does (KAFKA-7415).
-XFAIL_PRE_21_ASSIGN = (
-    "The model's assign follows 2.1.0 (a newer epoch starting at or before the latest "
-    "start replaces it); {tag} ignores such an assign (`epoch > latestEpoch && offset >= "
-    "latestOffset`), so the older entry stays. Unreachable from Partition (a new epoch "
-    "always starts at the LEO, past every start), but the cache deviates: the fix is a "
-    "per-release assign in broker/epoch_cache.py chosen by a Features field.")
-# 2.1.0+ assign rewrites on an older epoch or an earlier start of the same epoch
-# (truncateAndAppend); the model ignores both, as 0.11-2.0 did.
-XFAIL_21_ASSIGN = (
-    "The model's assign ignores {what}; from 2.1.0 (KAFKA-7415 truncateAndAppend) Kafka "
-    "takes it and drops the entries it conflicts with. Unreachable from Partition (a "
-    "follower assigns only newer epochs, a leader its own current epoch), but the cache "
-    "deviates: fix in broker/epoch_cache.py (per release, with XFAIL_PRE_21_ASSIGN).")
-
 
 def _pre_21(tag: str) -> list:
     """Rows of 0.11.0.0 and 2.0.0 (before 2.1.0 changed assign)."""
@@ -156,8 +133,7 @@ def _pre_21(tag: str) -> list:
         case(r("shouldNotOverwriteLogEndOffsetForALeaderEpochOnceItHasBeenAssigned", tag), [
             ("assign", 2, 9), ("assign", 2, 10), ("first_entry", (2, 9))]),
         case(r("shouldAllowLeaderEpochToChangeEvenIfOffsetDoesNot", tag), [
-            ("assign", 2, 9), ("assign", 3, 9), ("entries", [(2, 9), (3, 9)])],
-            xfail=XFAIL_PRE_21_ASSIGN.format(tag=tag)),
+            ("assign", 2, 9), ("assign", 3, 9), ("entries", [(2, 9), (3, 9)])]),
         case(r("shouldReturnUnsupportedIfRequestedEpochLessThanFirstEpoch", tag), [
             ("assign", 5, 11), ("assign", 6, 12), ("assign", 7, 13), ("end", 4, 0, undef)]),
         case(r("shouldNotLetEpochGoBackwardsEvenIfMessageEpochsDo", tag), [
@@ -165,20 +141,16 @@ def _pre_21(tag: str) -> list:
             ("latest", 2), ("end", 1, 8, ans(1, 6)), ("end", 2, 8, ans(2, 8)),
             ("entries", [(1, 5), (2, 6)])]),
         case(r("shouldNotLetOffsetsGoBackwardsEvenIfEpochsProgress", tag), [
-            ("assign", 2, 6), ("assign", 3, 5), ("first_entry", (2, 6))],
-            xfail=XFAIL_PRE_21_ASSIGN.format(tag=tag)),
+            ("assign", 2, 6), ("assign", 3, 5), ("first_entry", (2, 6))]),
         case(r("shouldIncreaseAndTrackEpochsAsLeadersChangeManyTimes", tag), [
             ("assign", 0, 0), ("assign", 1, 0),
             ("latest", 1), ("end", 1, 0, ans(1, 0)), ("end", 0, 0, ans(0, 0)),
             ("end", 1, 5, ans(1, 5)), ("end", 0, 5, ans(0, 0)),
             ("assign", 2, 5),
-            ("end", 2, 10, ans(2, 10)), ("end", 1, 10, ans(1, 5)), ("end", 0, 10, ans(0, 0))],
-            xfail=XFAIL_PRE_21_ASSIGN.format(tag=tag)
-            + " Here assign(1, 0) drops (0, 0), so epoch 0 is below the first epoch and "
-              "gets UNDEFINED instead of ending at 0."),
+            ("end", 2, 10, ans(2, 10)), ("end", 1, 10, ans(1, 5)), ("end", 0, 10, ans(0, 0))]),
         case(r("shouldNotResetEpochHistoryHeadIfUndefinedPassed", tag), [
             *THREE, ("truncate_from_end", UNDEFINED_OFFSET),
-            ("entries", [(2, 6), (3, 8), (4, 11)])], xfail=XFAIL_NEGATIVE_TRUNCATE),
+            ("entries", [(2, 6), (3, 8), (4, 11)])]),
     ]
 
 
@@ -194,17 +166,11 @@ def _from_21(tag: str) -> list:
             ("assign", 5, 11), ("assign", 6, 12), ("assign", 7, 13), ("end", 4, 0, (4, 11))]),
         case(r("shouldTruncateIfMatchingEpochButEarlierStartingOffset", tag), [
             ("assign", 5, 11), ("assign", 6, 12), ("assign", 7, 13), ("assign", 7, 12),
-            ("end", 5, 0, (5, 12)), ("end", 6, 0, (5, 12))],
-            xfail=XFAIL_21_ASSIGN.format(
-                what="assign(7, 12) after (7, 13) (same epoch, earlier start)")
-            + " Kafka then holds [(5, 11), (7, 12)] and answers (5, 12) for epoch 6; the "
-              "model keeps (6, 12) and answers (6, 13)."),
+            ("end", 5, 0, (5, 12)), ("end", 6, 0, (5, 12))]),
         case(r("shouldEnforceMonotonicallyIncreasingEpochs", tag), [
             ("assign", 1, 5), ("assign", 2, 6), ("assign", 1, 7),
             ("latest", 1), ("end", 1, 8, (1, 8)), ("end", 2, 8, U),
-            ("first_entry", (1, 7))],
-            xfail=XFAIL_21_ASSIGN.format(what="assign(1, 7) after (2, 6) (an older epoch)")
-            + " Kafka then holds [(1, 7)]; the model keeps [(1, 5), (2, 6)]."),
+            ("first_entry", (1, 7))]),
         case(r("shouldEnforceOffsetsIncreaseMonotonically", tag), [
             ("assign", 2, 6), ("assign", 3, 5), ("first_entry", (3, 5))]),
         case(r("shouldIncreaseAndTrackEpochsAsLeadersChangeManyTimes", tag), [
@@ -215,7 +181,7 @@ def _from_21(tag: str) -> list:
             ("end", 2, 10, (2, 10)), ("end", 1, 10, (1, 5)), ("end", 0, 10, (0, 0))]),
         case(r("shouldNotResetEpochHistoryTailIfUndefinedPassed", tag), [
             *THREE, ("truncate_from_end", UNDEFINED_OFFSET),
-            ("entries", [(2, 6), (3, 8), (4, 11)])], xfail=XFAIL_NEGATIVE_TRUNCATE),
+            ("entries", [(2, 6), (3, 8), (4, 11)])]),
     ]
 
 
@@ -227,7 +193,7 @@ CASES = [
     # truncateFromStart, which is not modelled).
     case(r("shouldNotResetEpochHistoryHeadIfUndefinedPassed", "2.1.0"), [
         *THREE, ("truncate_from_end", UNDEFINED_OFFSET),
-        ("entries", [(2, 6), (3, 8), (4, 11)])], xfail=XFAIL_NEGATIVE_TRUNCATE),
+        ("entries", [(2, 6), (3, 8), (4, 11)])]),
     *_common("3.7.0"), *_from_21("3.7.0"),
     case(r("testGetEpochEntry", "3.7.0"), [
         ("assign", 2, 100), ("assign", 3, 500), ("assign", 5, 1000),
@@ -287,11 +253,14 @@ def test_leader_epoch_file_cache(ref: Ref, steps: list[Step]) -> None:
     assertions where Kafka makes it."""
     cache = LeaderEpochCache()
     end_offset = end_offset_of(ref.protocol)
+    # assign's rule per release: append-only before 2.1, truncateAndAppend from
+    # 2.1 (KAFKA-7415), as Partition passes it.
+    rule = features(ref.protocol).epoch_cache_truncate_and_append
     for i, step in enumerate(steps):
         op, *args = step
         where = f"step {i} {step}"
         if op == "assign":
-            cache.assign(*args)
+            cache.assign(*args, rule)
         elif op == "truncate_from_end":
             cache.truncate_from_end(*args)
         elif op == "entries":

@@ -286,6 +286,17 @@ def test_feature_caught_up_at_leader_leo(on):
     assert any(isinstance(e, ProposeIsr) for e in effects) is not on
 
 
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_epoch_cache_truncate_and_append(on):
+    """Kafka 2.1.0 LeaderEpochFileCache.assign (KAFKA-7415, truncateAndAppend): a new
+    epoch starting before the latest start replaces it; 0.11.0.0 / 2.0.0 ignore it
+    (`epoch > latestEpoch && offset >= latestOffset`). Partition passes its row's rule."""
+    a = toggled(replica("A", "2.0"), epoch_cache_truncate_and_append=on)
+    a.epoch_cache.assign(2, 9)
+    a._assign_epoch(3, 8)
+    assert a.epoch_cache.entries == ([(3, 8)] if on else [(2, 9)])
+
+
 @pytest.mark.parametrize("quorum", ["zookeeper", "kraft"])
 def test_feature_quorum(quorum):
     """A second incarnation is refused while the first one's session lives:
