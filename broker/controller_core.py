@@ -9,7 +9,9 @@ DUPLICATE_BROKER_REGISTRATION, ClusterControlManager.registerBroker), so the
 controller first handles the old incarnation's death -- drops it from the ISR,
 moves or ends its leaderships with a new leader epoch. A clean shutdown ends the
 session at once. Every leader change bumps the leader epoch; every ISR change
-bumps the partition epoch.
+bumps the partition epoch. The ZooKeeper controller also bumps the leader epoch
+when it takes a dead follower out of the ISR, and under 0.10/0.11 with unclean
+election on lets the ISR empty (`Features`, broker/protocol.py).
 
 From 4.0 (KIP-966), with `eligible.leader.replicas.version` 1 (off by default in
 4.0, on for new clusters from 4.1), the controller also keeps the eligible leader
@@ -288,6 +290,11 @@ class ControllerCore:
             elif broker in st.isr and (len(st.isr) > 1 or self._elr):
                 # Without the ELR the last ISR member stays (it holds everything
                 # committed); with it the ISR may empty, the member moving to the ELR.
+                if self.features.controller_isr_removal_bumps_leader_epoch:
+                    # The ZooKeeper controller writes a new leader epoch of the same
+                    # leader (ReplicaStateMachine OfflineReplica ->
+                    # doRemoveReplicasFromIsr -> LeaderAndIsr.newLeaderAndIsr).
+                    st.leader_epoch += 1
                 self._set_isr(st, [r for r in st.isr if r != broker], reason)
             elif broker in st.elr and self._elr and not st.isr:
                 pass  # a dead ELR member stays eligible until it returns uncleanly
@@ -351,9 +358,13 @@ class ControllerCore:
             else:
                 leader = None
                 # With every ISR member down, the ISR keeps its last member: it is
-                # the one replica known to hold everything committed.
+                # the one replica known to hold everything committed -- except in
+                # 0.10/0.11 with unclean election on (removeReplicaFromIsr), where
+                # it empties (here no replica is live: one would have been elected).
                 isr = [r for r in st.isr if r in self.sessions] or (
-                    [st.leader] if st.leader in st.isr else st.isr[:1])
+                    [] if self.unclean_election
+                    and self.features.isr_empties_under_unclean_election
+                    else [st.leader] if st.leader in st.isr else st.isr[:1])
         if leader is None and st.leader is None and st.leader_epoch >= 0:
             return  # still no leader; nothing changes
         self._new_leader(st, leader, isr, unclean)

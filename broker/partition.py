@@ -10,7 +10,8 @@ The protocol version is only looked up once, as its row of features
 (`broker.protocol.FEATURES`, docs/protocol-versions.md); every version-dependent
 step below asks one feature: leader epochs, how a new follower truncates, how a
 leader answers OffsetsForLeaderEpoch, KIP-279 iteration, KIP-320 fencing, the
-epoch entry on becoming leader, the KAFKA-7128 ISR join, HW frozen below min ISR.
+epoch entry on becoming leader, the KAFKA-7128 ISR join, HW frozen below min ISR,
+a ZooKeeper-era follower ignoring a leader of -1.
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ class Partition:
     isr: list[str] = field(default_factory=list)
     replicas: list[str] = field(default_factory=list)
     partition_epoch: int = -1
+    # The leader epoch this replica's current leadership began in (it keeps leading
+    # through later epochs of its own: _new_epoch_as_leader).
+    leader_since_epoch: int = -1
     # Bumped on every role change, so the shell can drop answers to requests it
     # sent under an earlier role.
     generation: int = 0
@@ -168,10 +172,23 @@ class Partition:
         """Apply the controller's view of this partition (LeaderAndIsr)."""
         if leader_epoch < self.leader_epoch:
             return []
+        if (leader is None and self.role == "follower"
+                and self.features.follower_ignores_offline_leader):
+            # ZooKeeper era, ReplicaManager.makeFollowers: leader -1 is not a live
+            # broker, so "cannot become follower since the new leader -1 is
+            # unavailable": makeFollower is not called, the fetcher goes on fetching
+            # from the leader it had, in the epoch it had.
+            return []
         self.replicas = list(replicas)
         new_epoch = leader_epoch > self.leader_epoch
         role_changes = self.leader != leader or (self.role == "none" and leader is not None)
-        if new_epoch and (leader == self.node or self.features.refollow_on_epoch_change):
+        # A leader told of a new epoch of its own leadership (the ZooKeeper controller
+        # took a dead follower out of the ISR) stays leader: Partition.makeLeader with
+        # isNewLeader false.
+        stays_leader = (new_epoch and not role_changes and leader == self.node
+                        and self.role == "leader")
+        if new_epoch and not stays_leader and (
+                leader == self.node or self.features.refollow_on_epoch_change):
             role_changes = True
         # Before KAFKA-7164 (2.1) a follower of the same leader only takes the new
         # epoch: Partition.makeFollower returned false, no truncation, same fetcher.
@@ -186,6 +203,8 @@ class Partition:
             if self.role == "leader" and not role_changes and set(old_isr) != set(isr):
                 kind = "isr-shrink" if len(isr) < len(old_isr) else "isr-expand"
                 self._emit(kind, old=old_isr, new=list(isr))
+        if stays_leader:
+            self._new_epoch_as_leader(now)
         if role_changes:
             self.leader_epoch = leader_epoch
             self.leader = leader
@@ -204,6 +223,7 @@ class Partition:
 
     def _become_leader(self, now: float) -> None:
         self.role = "leader"
+        self.leader_since_epoch = self.leader_epoch
         self.follower_state = "fetching"
         self.pending_isr = None
         # Followers in the ISR get a full lag window to show up (Kafka resets
@@ -211,6 +231,19 @@ class Partition:
         self.remotes = {r: RemoteReplica(last_caught_up_ms=now, last_fetch_ms=now)
                         for r in self.replicas if r != self.node}
         self._emit("became-leader", leo=self.log.leo, hw=self.hw, isr=list(self.isr))
+        if self.features.epoch_on_become_leader:
+            self._assign_epoch(self.leader_epoch, self.log.leo)
+
+    def _new_epoch_as_leader(self, now: float) -> None:
+        """Partition.makeLeader when this replica already leads (isNewLeader false):
+        what it knows of its followers' LEOs stays; each one's caught-up time starts
+        again now (resetLastCaughtUpTime); from 2.1 (KAFKA-7415) the new epoch enters
+        the epoch cache at the LEO at once, before, at the next append."""
+        for r, remote in self.remotes.items():
+            if r in self.isr:
+                remote.last_caught_up_ms = now
+            remote.last_fetch_ms = now
+            remote.last_fetch_leader_leo = self.log.leo
         if self.features.epoch_on_become_leader:
             self._assign_epoch(self.leader_epoch, self.log.leo)
 
@@ -276,7 +309,10 @@ class Partition:
 
     def produce_outcome(self, offset: int, leader_epoch: int) -> str | None:
         """For an acks=all append: None while waiting, else "ok" or an error code."""
-        if self.role != "leader" or self.leader_epoch != leader_epoch:
+        # The append's epoch `leader_epoch` must be of this leadership: a new epoch
+        # of the same leader keeps it waiting (DelayedProduce asks only whether the
+        # replica still leads, Partition.checkEnoughReplicasReachOffset).
+        if self.role != "leader" or leader_epoch < self.leader_since_epoch:
             return "NOT_LEADER_OR_FOLLOWER"
         if self.hw > offset:
             if len(self.isr) < self.config.min_insync_replicas:

@@ -93,6 +93,23 @@ class Features:
     caught_up_at_leader_leo: bool
     # See Quorum: how a second incarnation of a live broker is refused.
     quorum: Quorum
+    # 0.10-2.8, the ZooKeeper controller: taking a dead or shutting-down follower out
+    # of the ISR writes a new leader epoch of the same leader (0.10.2.0
+    # KafkaController.removeReplicaFromIsr: leaderEpoch + 1; 1.1-2.8
+    # ReplicaStateMachine.doRemoveReplicasFromIsr: LeaderAndIsr.newLeaderAndIsr),
+    # sent to the remaining replicas. A leader's own ISR change does not bump it; nor
+    # does the KRaft controller's ISR shrink (KAFKA-15021, 3.6): the partition epoch only.
+    controller_isr_removal_bumps_leader_epoch: bool
+    # 0.10-2.8, ReplicaManager.makeFollowers: a LeaderAndIsr whose leader (-1) is not a
+    # live broker is ignored ("cannot become follower since the new leader -1 is
+    # unavailable"): the follower keeps its leader, its epoch and its fetcher. KRaft
+    # (3.7 applyLocalFollowersDelta) applies it: no leader, no fetcher.
+    follower_ignores_offline_leader: bool
+    # 0.10-0.11, KafkaController.removeReplicaFromIsr: with unclean election enabled
+    # the ISR keeps no last member -- when the last one dies it empties (leader -1).
+    # From 1.1 (KAFKA-5642, ReplicaStateMachine) the last member stays whatever the
+    # setting, as it always does with unclean election off.
+    isr_empties_under_unclean_election: bool
     # 3.3, KIP-841: the controller refuses an AlterPartition that adds a fenced or
     # shutting-down broker to the ISR (INELIGIBLE_REPLICA).
     fenced_replicas_kept_out_of_isr: bool
@@ -126,14 +143,23 @@ _V0_10 = Features(  # 0.10.2.0
     isr_join_waits_for_epoch_start=False, hw_frozen_below_min_isr=False,
     refollow_on_epoch_change=False, offset_out_of_range_halts=True,
     caught_up_at_leader_leo=False,
-    quorum="zookeeper", fenced_replicas_kept_out_of_isr=False,
+    quorum="zookeeper",
+    # KafkaController.removeReplicaFromIsr (0.10.2.0): leaderEpoch + 1; the last ISR
+    # member kept only with unclean election off. ReplicaManager.makeFollowers: a
+    # leader of -1 is not a live broker, the LeaderAndIsr is ignored.
+    controller_isr_removal_bumps_leader_epoch=True, follower_ignores_offline_leader=True,
+    isr_empties_under_unclean_election=True,
+    fenced_replicas_kept_out_of_isr=False,
     alter_partition_broker_epochs=False, eligible_leader_replicas=False)
 _V0_11 = replace(  # 0.11.0.0
     _V0_10, leader_epochs=True,                            # KIP-101
     truncation="offsets_for_leader_epoch",                 # KIP-101
     epoch_answer="kip101")                                 # KIP-101
 _V2_0 = replace(  # 2.0.0
-    _V0_11, epoch_answer="kip279", epoch_iteration=True)   # KIP-279
+    _V0_11, epoch_answer="kip279", epoch_iteration=True,   # KIP-279
+    # ReplicaStateMachine.doRemoveReplicasFromIsr keeps the last ISR member whatever
+    # unclean.leader.election.enable says (KAFKA-5642, 1.1.0).
+    isr_empties_under_unclean_election=False)
 _V2_1 = replace(  # 2.1.0
     _V2_0, leader_epoch_fencing=True,                      # KIP-320 (KAFKA-7395)
     epoch_answer="kafka7415", epoch_on_become_leader=True,  # KAFKA-7415
@@ -152,6 +178,11 @@ _V2_8 = replace(  # 2.8.0
 _V3_7 = replace(  # 3.7.0
     _V2_8, hw_frozen_below_min_isr=True,                   # KAFKA-15583
     quorum="kraft",                                        # KIP-500, KIP-833 (3.3)
+    # ReplicationControlManager: an ISR shrink bumps the partition epoch only
+    # (KAFKA-15021, 3.6); ReplicaManager.applyLocalFollowersDelta applies a leader
+    # of -1 (makeFollower, fetcher removed).
+    controller_isr_removal_bumps_leader_epoch=False,
+    follower_ignores_offline_leader=False,
     fenced_replicas_kept_out_of_isr=True,                  # KIP-841 (3.3)
     alter_partition_broker_epochs=True)                    # KIP-903 (3.5)
 _V4_0 = replace(  # 4.0.0 (see docs/protocol-versions.md)

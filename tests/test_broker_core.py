@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from broker.broker_core import (
     CONTROLLER,
     BrokerCore,
@@ -36,16 +38,18 @@ def _of(effects: list, kind: type) -> list:
     return [e for e in effects if isinstance(e, kind)]
 
 
-def _metadata(leader: str = "A", epoch: int = 0, broker_epoch: int = 0) -> dict[str, Any]:
+def _metadata(leader: str | None = "A", epoch: int = 0, broker_epoch: int = 0,
+              isr: tuple[str, ...] = ("A", "B"), partition_epoch: int = 0) -> dict[str, Any]:
     return {"error": None, "broker_epoch": broker_epoch, "brokers": {"A": "A:9092", "B": "B:9092"},
             "partitions": [{"topic": "t", "partition": 0, "leader": leader,
-                            "leader_epoch": epoch, "isr": ["A", "B"], "partition_epoch": 0,
-                            "replicas": ["A", "B"]}]}
+                            "leader_epoch": epoch, "isr": list(isr),
+                            "partition_epoch": partition_epoch, "replicas": ["A", "B"]}]}
 
 
-def _registered(node: str, now: float = 0.0, **cfg: Any) -> tuple[BrokerCore, list]:
+def _registered(node: str, now: float = 0.0, protocol: str = "2.1",
+                **cfg: Any) -> tuple[BrokerCore, list]:
     """A started core whose registration the controller answered; its effects."""
-    core = _core(node, **cfg)
+    core = _core(node, protocol, **cfg)
     reg, = _of(core.start(now), Send)
     assert reg.to == CONTROLLER and reg.msg["type"] == "register"
     return core, core.on_answer(reg.tag, _metadata(), now)
@@ -158,3 +162,45 @@ def test_acks_0_error_closes_the_connection_without_an_answer():
     (r,) = _of(b.on_request("x", {"type": "produce", "topic": "t", "partition": 0,
                                   "value": 1, "acks": 0}, 1), Respond)
     assert r.resp is None and r.close
+
+
+def _heartbeat_answer(core: BrokerCore, now: float, metadata: dict[str, Any]) -> list:
+    """The core's next heartbeat, answered with `metadata`; the effects."""
+    (hb,) = [s for s in _of(core.tick(now), Send) if s.to == CONTROLLER]
+    assert hb.msg["type"] == "heartbeat"
+    return core.on_answer(hb.tag, metadata, now)
+
+
+@pytest.mark.parametrize("protocol", ["2.8", "3.7"])
+def test_follower_fetcher_when_the_controller_says_no_leader(protocol):
+    """2.8.0 ReplicaManager.makeFollowers ignores a leader of -1 (not a live broker):
+    the replica fetcher keeps fetching from A. 3.7.0 applyLocalFollowersDelta applies
+    it and removes the fetcher: no more fetches."""
+    b, beff = _registered("B", protocol=protocol, heartbeat_interval_ms=100,
+                          replica_fetch_backoff_ms=50)
+    f1 = _fetch(beff)
+    _heartbeat_answer(b, 100, _metadata(leader=None, epoch=1, isr=("A",), partition_epoch=1))
+    out = b.on_answer(f1.tag, None, 110)            # A is down: the fetch is lost
+    out += b.tick(160)
+    fetches = [s for s in _of(out, Send) if s.msg["type"] == "replica-fetch"]
+    if protocol == "2.8":
+        assert [(f.to, f.msg["current_leader_epoch"]) for f in fetches] == [("A", 0)]
+    else:
+        assert fetches == []
+        assert b.partitions[KEY].role == "none"
+
+
+def test_delayed_produce_survives_a_new_epoch_of_the_same_leader():
+    """2.1.0 DelayedProduce (Partition.checkEnoughReplicasReachOffset asks only whether
+    the replica still leads): the ZooKeeper controller's new epoch for A, given when a
+    follower left the ISR (ReplicaStateMachine.doRemoveReplicasFromIsr), does not fail
+    an acks=all produce that was waiting; the leader keeps leading (makeLeader,
+    isNewLeader false)."""
+    a, _ = _registered("A", heartbeat_interval_ms=100)
+    out = a.on_request("p", {"type": "produce", "topic": "t", "partition": 0, "value": 7,
+                             "acks": "all"}, 1)
+    assert not _of(out, Respond)                    # waits for B
+    out = _heartbeat_answer(a, 100, _metadata(epoch=1, isr=("A",), partition_epoch=1))
+    assert [(r.rid, r.resp["error"]) for r in _of(out, Respond)] == [("p", None)], \
+        "ISR {A}: the HW passes the record and the produce is answered ok"
+    assert (a.partitions[KEY].role, a.partitions[KEY].leader_epoch) == ("leader", 1)

@@ -1,10 +1,12 @@
 """ControllerCore: sessions, elections, epochs, ISR changes; its effects."""
 
+import pytest
 from controller_client import ControllerClient
 
 from broker.broker_core import Respond
 from broker.controller_core import ControllerCore, WriteControllerState
 from broker.partition import Event
+from broker.protocol import PROTOCOLS, features
 
 TOPICS = [{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}]
 
@@ -76,6 +78,56 @@ def test_dead_follower_leaves_isr_but_last_member_stays():
     c.shutdown("A")
     leader, epoch, isr = state(c)
     assert leader is None and isr == ["A"] and epoch == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("how", ["controlled-shutdown", "session-timeout"])
+def test_zookeeper_controller_bumps_the_leader_epoch_when_a_follower_leaves(protocol, how):
+    """Kafka 0.10.2.0 KafkaController.removeReplicaFromIsr (leaderEpoch + 1), 0.11.0.0
+    LeaderAndIsr.newLeaderAndIsr, 2.0.0-2.8.0 ReplicaStateMachine.doRemoveReplicasFromIsr:
+    a follower's controlled shutdown or death (OfflineReplica) gives the same leader a
+    new epoch. KRaft (3.7.0 PartitionChangeBuilder.triggerLeaderEpochBumpIfNeeded,
+    KAFKA-15021) bumps the partition epoch only."""
+    c = core(protocol=protocol)
+    st = c.core.partitions[("t", 0)]
+    if how == "controlled-shutdown":
+        c.shutdown("C")
+    else:
+        for b in "AB":
+            c.heartbeat(b, f"{b}1", 900)
+        c.tick(1001)                     # C silent for > 1000 ms
+    zookeeper = features(protocol).quorum == "zookeeper"
+    assert state(c) == ("A", 1 if zookeeper else 0, ["A", "B"])
+    assert st.partition_epoch == 2
+    shrink = c.events[-1]
+    assert (shrink.type, shrink.fields["leader_epoch"], shrink.fields["reason"]) \
+        == ("isr-shrink", st.leader_epoch, how)
+
+
+@pytest.mark.parametrize("protocol", ["0.10", "2.0", "3.7"])
+def test_a_dead_leader_bumps_the_leader_epoch_once(protocol):
+    """0.10.2.0 KafkaController.onBrokerFailure elects first; the dead leader is then
+    no longer in the ISR, so removeReplicaFromIsr writes nothing more."""
+    c = core(protocol=protocol)
+    c.shutdown("A")
+    assert state(c) == ("B", 1, ["B", "C"])
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("unclean", [True, False])
+def test_last_isr_member_dying_empties_the_isr_only_before_1_1_with_unclean_election(
+        protocol, unclean):
+    """0.10.2.0 KafkaController.removeReplicaFromIsr (and 0.11.0.0): "Retaining last ISR
+    ... since unclean leader election is disabled" -- enabled, the ISR empties. 1.1.0
+    ReplicaStateMachine (KAFKA-5642): `if (leaderAndIsr.isr.size == 1) leaderAndIsr.isr`."""
+    c = core(unclean=unclean, protocol=protocol)
+    for b in "CBA":
+        c.shutdown(b)
+    empties = unclean and protocol in ("0.10", "0.11")
+    leader, _, isr = state(c)
+    assert (leader, isr) == (None, [] if empties else ["A"])
+    offline = c.events[-1]
+    assert (offline.type, offline.fields["isr"]) == ("leader-offline", isr)
 
 
 def test_clean_election_waits_for_an_isr_member():

@@ -8,7 +8,7 @@ from fetcher_rounds import accept_isr_proposals, fetcher_round
 from broker.config import BrokerConfig
 from broker.epoch_cache import LeaderEpochCache
 from broker.log import Log, Record
-from broker.partition import AppendRecords, Event, Partition, ProposeIsr, TruncateLog
+from broker.partition import AppendRecords, Event, HaltBroker, Partition, ProposeIsr, TruncateLog
 
 VERSIONS = ["0.10", "0.11", "2.0", "2.1", "2.7", "2.8", "3.7", "4.0", "4.1", "latest"]
 # Versions whose followers truncate from the Fetch answer (KAFKA-10554, 2.8).
@@ -245,7 +245,9 @@ def test_acks_all_waits_for_isr_and_min_isr_errors():
     err, off, _ = a.append_as_leader(3, "all", 0)
     lead(a, 0, ["A"], pe=2)                 # ISR shrank after the append
     assert a.produce_outcome(off, 0) == "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
-    lead(a, 1, ["A"], pe=3)
+    lead(a, 1, ["A"], pe=3)                 # a new epoch of the same leader: it still leads
+    assert a.produce_outcome(off, 0) == "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    follow(a, "B", 2, ["B"], pe=4)
     assert a.produce_outcome(off, 0) == "NOT_LEADER_OR_FOLLOWER"
 
 
@@ -430,3 +432,87 @@ def test_offset_out_of_range_truncate_event_rule():
     ev = truncate_events(sync(b, a))[-1]
     assert (ev["rule"], ev["removed"], ev["removed_count"]) == \
         ("offset_out_of_range", [[1, 0, 2]], 1)
+
+
+# -- ZooKeeper-era controller metadata: a leader of -1, a new epoch of the same leader ---
+
+ZOOKEEPER = ("0.10", "0.11", "2.0", "2.1", "2.7", "2.8")
+
+
+@pytest.mark.parametrize("protocol", VERSIONS)
+def test_zookeeper_follower_keeps_its_leader_when_told_of_no_leader(protocol):
+    """0.10.2.0-2.8.0 ReplicaManager.makeFollowers: the new leader (-1) is not among
+    the live brokers, so the follower logs "cannot become follower since the new
+    leader -1 is unavailable" and keeps its leader, epoch and fetcher. 3.7.0
+    ReplicaManager.applyLocalFollowersDelta calls makeFollower with no leader and
+    removes the fetcher."""
+    b = replica("B", protocol, [(0, "m0")], hw=1)
+    follow(b, "A", 0, ["A", "B"])
+    b.apply_leader_and_isr(None, 1, ["A"], 1, ["A", "B"], 0)
+    if protocol in ZOOKEEPER:
+        assert (b.role, b.leader, b.leader_epoch, b.isr) == ("follower", "A", 0, ["A", "B"])
+        assert b.next_follower_request() is not None, "its fetcher goes on"
+    else:
+        assert (b.role, b.leader, b.leader_epoch) == ("none", None, 1)
+        assert b.next_follower_request() is None
+
+
+@pytest.mark.parametrize("protocol,unclean", [
+    ("0.10", False), ("0.11", False), ("2.0", False), ("0.10", True)])
+def test_follower_of_a_returning_leader_meets_its_shorter_log(protocol, unclean):
+    """Up to 2.0 a follower that ignored leader -1 (ReplicaManager.makeFollowers) sees
+    its leader come back in a new epoch; the leader did not change, so
+    Partition.makeFollower returns false (no truncation, before KAFKA-7164) and the
+    fetcher goes on. The leader lost m1 (LEO 1 < 2): OFFSET_OUT_OF_RANGE, and
+    ReplicaFetcherThread.handleOffsetOutOfRange halts the broker (unclean election
+    off) or truncates to the leader's LEO (on)."""
+    cfg = {"unclean_leader_election_enable": unclean}
+    a = replica("A", protocol, [(0, "m0"), (0, "m1")], hw=2, **cfg)
+    lead(a, 0, ["A", "B"])
+    b = replica("B", protocol, **cfg)
+    follow(b, "A", 0, ["A", "B"])
+    sync(b, a)
+    assert values(b) == ["m0", "m1"]
+    b.apply_leader_and_isr(None, 1, ["A"], 1, ["A", "B"], 0)       # A goes offline
+    a = replica("A", protocol, [(0, "m0")], hw=1, **cfg)            # A back without m1
+    lead(a, 2, ["A"], pe=2)
+    assert not truncations(follow(b, "A", 2, ["A"], pe=2)), "same leader: no truncation"
+    assert b.leader_epoch == 2
+    r = fetcher_round(b, a)
+    assert r["response"]["error"] == "OFFSET_OUT_OF_RANGE"
+    if unclean:
+        assert values(b) == ["m0"]
+        assert truncations(r["follower_effects"]) == [(2, 1, "offset-out-of-range")]
+    else:
+        assert any(isinstance(e, HaltBroker) for e in r["follower_effects"])
+        assert values(b) == ["m0", "m1"]
+
+
+@pytest.mark.parametrize("protocol", VERSIONS)
+def test_leader_keeps_leading_through_a_new_epoch_of_its_own(protocol):
+    """Partition.makeLeader when the replica already leads (0.10.2.0 / 2.1.0: isNewLeader
+    false): the followers' LEOs stay known, their caught-up times restart, and a
+    delayed produce keeps waiting (DelayedProduce: checkEnoughReplicasReachOffset asks
+    only whether the replica leads). The epoch enters the cache at once from 2.1
+    (KAFKA-7415: epochCache.assign on every makeLeader), at the next append in
+    0.11-2.0 (Log.append), never in 0.10. KIP-320 (2.1) then fences the old epoch."""
+    a = replica("A", protocol, [(0, 1)], hw=1, replicas=("A", "B", "C"))
+    lead(a, 0, ["A", "B", "C"])
+    a.fetch_for_replica("B", 1, None, None, 10, 0)
+    a.fetch_for_replica("C", 1, None, None, 10, 0)
+    err, off, _ = a.append_as_leader(2, "all", 0)
+    effects = lead(a, 1, ["A", "B"], now=5, pe=1)              # the controller dropped C
+    assert (a.role, a.leader_epoch, a.remotes["B"].leo) == ("leader", 1, 1)
+    assert a.remotes["B"].last_caught_up_ms == 5
+    kinds = [e.type for e in effects if isinstance(e, Event)]
+    assert "became-leader" not in kinds and "isr-shrink" in kinds
+    assert a.produce_outcome(off, 0) is None, "the delayed produce still waits for B"
+    a.fetch_for_replica("B", 2, None, 1, 10, 6)
+    assert a.produce_outcome(off, 0) == "ok"
+    epochs = [e for e, _ in a.epoch_cache.entries]
+    assert epochs == ([] if protocol == "0.10" else [0] if protocol in ("0.11", "2.0")
+                      else [0, 1])
+    a.append_as_leader(3, 1, 7)
+    assert [e for e, _ in a.epoch_cache.entries] == ([] if protocol == "0.10" else [0, 1])
+    stale = a.fetch_for_replica("B", 3, None, 0, 10, 8)[0]["error"]
+    assert stale == (None if protocol in ("0.10", "0.11", "2.0") else "FENCED_LEADER_EPOCH")

@@ -309,6 +309,57 @@ def test_feature_quorum(quorum):
 
 
 @pytest.mark.parametrize("on", [True, False])
+def test_feature_controller_isr_removal_bumps_leader_epoch(on):
+    """Kafka 0.10.2.0 KafkaController.removeReplicaFromIsr / 2.0.0-2.8.0
+    ReplicaStateMachine.doRemoveReplicasFromIsr (LeaderAndIsr.newLeaderAndIsr): the
+    ZooKeeper controller writes leaderEpoch + 1 when it takes a shutting-down or dead
+    follower out of the ISR; KRaft (KAFKA-15021, 3.6) bumps the partition epoch only."""
+    c = controller("2.7")
+    c.core.features = replace(c.core.features, controller_isr_removal_bumps_leader_epoch=on)
+    st = c.core.partitions[("t", 0)]
+    c.shutdown("C")
+    assert (st.leader, st.isr, st.partition_epoch) == ("A", ["A", "B"], 2)
+    assert st.leader_epoch == (1 if on else 0)
+    shrink, = [e for e in c.events if e.type == "isr-shrink"]
+    assert shrink.fields["leader_epoch"] == st.leader_epoch
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_follower_ignores_offline_leader(on):
+    """Kafka 0.10.2.0-2.8.0 ReplicaManager.makeFollowers: a LeaderAndIsr whose leader
+    (-1) is not a live broker is not applied ("cannot become follower since the new
+    leader -1 is unavailable"): the follower keeps its leader, epoch and fetcher.
+    3.7.0 applyLocalFollowersDelta applies it: no leader, no fetcher."""
+    b = toggled(replica("B", "2.7", [(0, "m0")], hw=1), follower_ignores_offline_leader=on)
+    follow(b, "A", 0, ["A", "B"])
+    assert b.apply_leader_and_isr(None, 1, ["A"], 1, ["A", "B"], 0) == ([] if on else [
+        Event("became-none", {"topic": "t", "partition": 0, "leader_epoch": 1})])
+    assert (b.role, b.leader, b.leader_epoch) == (("follower", "A", 0) if on
+                                                  else ("none", None, 1))
+    assert (b.next_follower_request() is not None) is on
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_isr_empties_under_unclean_election(on):
+    """Kafka 0.10.2.0 / 0.11.0.0 KafkaController.removeReplicaFromIsr keeps the last
+    ISR member only with unclean election off; from 1.1.0 (KAFKA-5642)
+    ReplicaStateMachine keeps it whatever the setting."""
+    c = ControllerClient(ControllerCore(
+        [{"name": "t", "partitions": 1, "replicas": [["A", "B", "C"]]}], 1000, True,
+        protocol="0.11"))
+    for b in "ABC":
+        c.register(b, f"{b}1", 0)
+    c.core.features = replace(c.core.features, isr_empties_under_unclean_election=on)
+    for b in "CBA":
+        c.shutdown(b)
+    st = c.core.partitions[("t", 0)]
+    assert (st.leader, st.isr) == ((None, []) if on else (None, ["A"]))
+    c.register("B", "B2", 10)
+    assert (st.leader, st.isr) == ("B", ["B"]), "either way B's election is unclean"
+    assert c.events[-1].fields["unclean"] is True
+
+
+@pytest.mark.parametrize("on", [True, False])
 def test_feature_fenced_replicas_kept_out_of_isr(on):
     """KIP-841 (Kafka 3.3, ReplicationControlManager.validateAlterPartitionData):
     an AlterPartition that adds a fenced or shutting-down broker is refused."""
