@@ -65,3 +65,22 @@ def test_elr_switch_is_checked_against_the_release(release, value, message):
 def test_unknown_release_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown protocol version"):
         BrokerConfig.from_dict({}, "3.0")
+
+
+@pytest.mark.parametrize(("release", "config", "elr"), [
+    ("4.0", {}, False),                                        # 4.0's default: off
+    ("4.0", {"eligible.leader.replicas.version": 1}, True),    # switched on
+    ("4.1", {}, True),                                         # 4.1's default: on
+    ("4.1", {"eligible.leader.replicas.version": 0}, False),   # switched off
+])
+def test_the_controller_keeps_an_elr_as_its_release_and_config_say(release, config, elr):
+    """The cluster config reaches the controller (the simulator's shell, the same
+    ControllerCore as the controller process): the ELR acts exactly when Kafka's
+    feature is on."""
+    from broker.sim_cluster import CONTROLLER, SimCluster
+
+    cluster = SimCluster({"protocol": release, "brokers": {"A": "A", "B": "B"},
+                          "topics": [{"name": "t", "partitions": 1, "replicas": [["A", "B"]]}],
+                          "broker": {}, "controller": config}, seed=0)
+    cluster.start(CONTROLLER)
+    assert cluster.nodes[CONTROLLER].core._elr is elr

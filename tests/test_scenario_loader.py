@@ -389,6 +389,33 @@ def test_catalogue_index_states_what_the_files_expect() -> None:
     assert table == files
 
 
+def test_protocol_versions_md_says_where_each_verdict_changes() -> None:
+    """docs/protocol-versions.md's "Where each scenario's verdict changes": per row,
+    the oldest line's verdict and each line where the file's `expect` (or its
+    `reachable`) gives another, and nothing else."""
+    text = (CATALOGUE_MD.parent / "protocol-versions.md").read_text()
+    section = text.split("## Where each scenario's verdict changes", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            name, variant, changes = (c.strip() for c in line.strip("|").split("|"))
+            table[(name.strip("`"), variant.strip("`") or None)] = changes
+    versions = [p for p in PROTOCOLS if p != "latest"]
+    want = {}
+    for s in list_scenarios():
+        for row in all_variants(s):
+            parts, last = [], None
+            for v in versions:
+                kinds = sorted(row.expect_for(v)) if row.reachable_at(v) else None
+                if kinds != last or not parts:
+                    cell = (NOT_REACHABLE if kinds is None else
+                            ", ".join(f"`{k}`" for k in kinds) or "none")
+                    parts.append(f"`{v}` {cell}")
+                last = kinds
+            want[(row.name, row.variant)] = " → ".join(parts)
+    assert table == want
+
+
 def _index_cell(c: str) -> list[str] | None:
     if c == NOT_REACHABLE:
         return None
