@@ -526,7 +526,7 @@ class BrokerCore:
                                    now: float) -> None:
         p = self.partitions[key]
         if resp is None or resp.get("error"):
-            p.isr_proposal_failed()
+            p.isr_proposal_failed(None if resp is None else resp["error"])
         st = (resp or {}).get("state")
         if st:
             self._leader_and_isr(key, st, now)

@@ -36,6 +36,11 @@ MAX_TRUNCATED_LISTED = 50
 # (KIP-101/KIP-279), to the diverging epoch a Fetch answer named (KAFKA-10554),
 # to the leader's LEO after OFFSET_OUT_OF_RANGE.
 TRUNCATION_RULES = ("hw", "offsets_for_leader_epoch", "diverging_epoch", "offset_out_of_range")
+# The controller's refusals of an ISR change that an AlterIsr leader does not retry:
+# it waits for newer partition state (2.7.0 handleAlterIsrResponse; 3.7.0
+# handleAlterPartitionError adds INVALID_REQUEST).
+ISR_CHANGE_GIVE_UP = ("FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION",
+                      "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REQUEST")
 
 
 # -- effects ---------------------------------------------------------------------
@@ -374,6 +379,10 @@ class Partition:
         if (self.features.truncation == "diverging_epoch" and last_fetched_epoch is not None
                 and last_fetched_epoch >= 0 and offset > 0):
             epoch, end = self._end_offset(last_fetched_epoch)
+            if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET:
+                # 2.8.0 Partition.readRecords: no end for the follower's epoch at all
+                # is OFFSET_OUT_OF_RANGE, not a diverging epoch of (-1, -1).
+                return {"error": "OFFSET_OUT_OF_RANGE", "leo": self.log.leo}
             if epoch != last_fetched_epoch or end < offset:
                 return {"error": None, "records": [], "hw": self.hw, "leo": self.log.leo,
                         "diverging_epoch": {"epoch": epoch, "end_offset": end}}
@@ -430,8 +439,16 @@ class Partition:
         self._effects.append(ProposeIsr(self.pending_isr, self.leader_epoch, self.partition_epoch,
                                         epochs))
 
-    def isr_proposal_failed(self) -> None:
-        """The controller did not take our AlterPartition; try again on a later tick."""
+    def isr_proposal_failed(self, error: str | None = None) -> None:
+        """The controller did not take our ISR change (`error`; None: no answer).
+
+        With AlterIsr (2.7, KIP-497) a refusal as stale leaves the change pending
+        until newer partition state arrives, as Kafka "gives up" waiting for
+        metadata; otherwise (no answer, INELIGIBLE_REPLICA, before 2.7 a failed
+        ZooKeeper write) the change is dropped and a later fetch or tick proposes
+        again."""
+        if self.features.isr_change_via_controller and error in ISR_CHANGE_GIVE_UP:
+            return
         self.pending_isr = None
 
     def _isr_check_due(self, now: float) -> bool:

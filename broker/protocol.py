@@ -116,6 +116,13 @@ class Features:
     # 3.5, KIP-903: a follower's fetch carries its broker epoch and AlterPartition
     # names it; the controller refuses a stale incarnation (INELIGIBLE_REPLICA).
     alter_partition_broker_epochs: bool
+    # 2.7, KIP-497 (AlterIsr): the leader's ISR change is a request to the controller.
+    # One the controller refuses as stale (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+    # UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST) leaves the change pending until
+    # newer partition state arrives (Partition.handleAlterIsrResponse, 2.7.0: "Giving
+    # up"); before, the leader's own conditional ZooKeeper write that fails leaves
+    # the ISR as it was and a later check tries again (Partition.updateIsr).
+    isr_change_via_controller: bool
     # 4.0, KIP-966: the release can keep eligible leader replicas -- switched on by
     # the `eligible.leader.replicas.version` feature (controller config; off by
     # default in 4.0, on for new clusters from 4.1: broker/defaults.py). When on,
@@ -150,7 +157,8 @@ _V0_10 = Features(  # 0.10.2.0
     controller_isr_removal_bumps_leader_epoch=True, follower_ignores_offline_leader=True,
     isr_empties_under_unclean_election=True,
     fenced_replicas_kept_out_of_isr=False,
-    alter_partition_broker_epochs=False, eligible_leader_replicas=False)
+    alter_partition_broker_epochs=False, eligible_leader_replicas=False,
+    isr_change_via_controller=False)
 _V0_11 = replace(  # 0.11.0.0
     _V0_10, leader_epochs=True,                            # KIP-101
     truncation="offsets_for_leader_epoch",                 # KIP-101
@@ -168,11 +176,11 @@ _V2_1 = replace(  # 2.1.0
     refollow_on_epoch_change=True,                         # KAFKA-7164
     offset_out_of_range_halts=False,                       # KAFKA-7414
     caught_up_at_leader_leo=True)                          # KAFKA-7152
-# 2.7.0 changes no rule modelled here: AlterIsr (KIP-497) moves the leader's ISR
-# writes from ZooKeeper to the controller, which makes paths reachable
-# (`reachable:` in a scenario), and 2.5's new defaults (KIP-537) are in
-# broker/defaults.py. It is its own line because those paths start there.
-_V2_7 = _V2_1
+# 2.7.0: AlterIsr (KIP-497) moves the leader's ISR writes from ZooKeeper to the
+# controller, which also makes paths reachable (`reachable:` in a scenario); 2.5's
+# new defaults (KIP-537) are in broker/defaults.py.
+_V2_7 = replace(  # 2.7.0
+    _V2_1, isr_change_via_controller=True)                 # KIP-497
 _V2_8 = replace(  # 2.8.0
     _V2_7, truncation="diverging_epoch")                   # KAFKA-10554 (KIP-595 fields)
 _V3_7 = replace(  # 3.7.0

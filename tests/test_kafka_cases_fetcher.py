@@ -339,16 +339,6 @@ def aft(method: str, tag: str) -> Ref:
 REPLICA_024 = [(0, "a"), (2, "b"), (4, "c")]
 LEADER_135 = [(1, "a"), (3, "b"), (5, "c")]
 
-XFAIL_UNDEFINED_DIVERGING = (
-    "2.8.0 Partition.readRecords: when endOffsetFor(lastFetchedEpoch) is UNDEFINED "
-    "(here the leader's log and epoch cache are empty) the leader answers "
-    "OFFSET_OUT_OF_RANGE, and the follower truncates to the leader's LEO 0. The model's "
-    "leader (_read_for_replica) answers a diverging epoch (-1, -1) instead, and the "
-    "follower truncates to its own HW (3: the model's leader, alone in its ISR, had moved "
-    "its HW to its LEO), keeping all 3 records the leader no longer has. Fix in "
-    "broker/partition.py _read_for_replica: an UNDEFINED epoch or end offset -> "
-    "OFFSET_OUT_OF_RANGE with the leader's LEO, before the diverging check.")
-
 
 def _truncation(pair: Pair) -> None:
     until_logs_match(pair)
@@ -429,7 +419,7 @@ LOG_CASES = [
               epoch=4), _out_of_range_high),
     case(aft("testFollowerFetchOutOfRangeHigh", "2.8.0"), None,
          dict(leader_log=REPLICA_024, leader_hw=2, follower_log=REPLICA_024, follower_hw=0,
-              epoch=4), _out_of_range_high, xfail=XFAIL_UNDEFINED_DIVERGING),
+              epoch=4), _out_of_range_high),
 ]
 
 

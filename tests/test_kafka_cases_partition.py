@@ -172,16 +172,6 @@ def isr_expansion(protocol: str) -> None:
     assert set(p.isr) == {"A", "B"}
 
 
-XFAIL_PENDING_DROPPED = (
-    "Kafka ({tag} Partition.handleAlterIsrResponse) gives up on INVALID_UPDATE_VERSION and "
-    "keeps the pending ISR state until the next LeaderAndIsr: maximal ISR {maximal}, no new "
-    "request. The model's Partition.isr_proposal_failed drops the pending state at once "
-    "(maximal ISR = ISR, so a pending expansion stops holding the HW back) and proposes "
-    "again on a later fetch or tick. Fix in broker/partition.py: keep pending_isr after a "
-    "refused proposal until apply_leader_and_isr brings a newer partition epoch (and "
-    "retry only on errors Kafka retries).")
-
-
 def isr_not_expanded_if_update_fails(protocol: str) -> None:
     """10 records; A leads epoch 5 with ISR {A}; B at 10: AlterIsr {A, B} sent,
     then refused with INVALID_UPDATE_VERSION: ISR {A}, maximal ISR {A, B}."""
@@ -189,7 +179,7 @@ def isr_not_expanded_if_update_fails(protocol: str) -> None:
     make_leader(p, 5, ["A"])
     assert proposals(fetch(p, "B", 10)) == [("A", "B")]
     assert set(p.isr) == {"A"} and maximal_isr(p) == {"A", "B"}
-    p.isr_proposal_failed()
+    p.isr_proposal_failed("INVALID_UPDATE_VERSION")
     assert set(p.isr) == {"A"}
     assert maximal_isr(p) == {"A", "B"}, "the pending expansion stays"
 
@@ -203,7 +193,7 @@ def isr_not_shrunk_if_update_fails(protocol: str) -> None:
     assert p.hw == 0
     lag = p.config.replica_lag_time_max_ms
     assert proposals(p.tick(lag + 1)) == [("A",)]
-    p.isr_proposal_failed()
+    p.isr_proposal_failed("INVALID_UPDATE_VERSION")
     assert set(p.isr) == {"A", "B"} and p.hw == 0
     assert p.pending_isr == ("A",), "Kafka: isrState is still PendingShrinkIsr"
 
@@ -292,11 +282,9 @@ CASES = [
     *[case(r("testUpdateFollowerFetchState", tag), update_follower_fetch_state, {})
       for tag in ("2.7.0", "3.7.0")],
     *[case(r("testIsrExpansion", tag), isr_expansion, {}) for tag in ("2.7.0", "3.7.0")],
-    *[case(r("testIsrNotExpandedIfUpdateFails", tag), isr_not_expanded_if_update_fails, {},
-           xfail=XFAIL_PENDING_DROPPED.format(tag=tag, maximal="{A, B}"))
+    *[case(r("testIsrNotExpandedIfUpdateFails", tag), isr_not_expanded_if_update_fails, {})
       for tag in ("2.7.0", "3.7.0")],
-    case(r("testIsrNotShrunkIfUpdateFails", "2.7.0"), isr_not_shrunk_if_update_fails, {},
-         xfail=XFAIL_PENDING_DROPPED.format(tag="2.7.0", maximal="{A, B} (PendingShrinkIsr)")),
+    case(r("testIsrNotShrunkIfUpdateFails", "2.7.0"), isr_not_shrunk_if_update_fails, {}),
     # 2.7.0: one follower that never fetches; HW after the shrink: A alone -> its LEO.
     case(r("testMaybeShrinkIsr", "2.7.0"), maybe_shrink_isr,
          {"followers": ("B",), "caught_up": (), "hw_after": 10}),

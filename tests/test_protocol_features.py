@@ -297,6 +297,22 @@ def test_feature_epoch_cache_truncate_and_append(on):
     assert a.epoch_cache.entries == ([(3, 8)] if on else [(2, 9)])
 
 
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_isr_change_via_controller(on):
+    """Kafka 2.7.0 Partition.handleAlterIsrResponse (KIP-497): an AlterIsr refused with
+    INVALID_UPDATE_VERSION leaves the expansion pending (it keeps counting for the
+    HW) until newer state arrives; before 2.7 a failed ZooKeeper write is dropped.
+    No answer at all is retried in both."""
+    a = toggled(replica("A", "2.1", [(0, 1)] * 4), isr_change_via_controller=on)
+    lead(a, 0, ["A"])
+    a.fetch_for_replica("B", 4, None, None, 10, now=0)
+    assert a.pending_isr == ("A", "B")
+    a.isr_proposal_failed("INVALID_UPDATE_VERSION")
+    assert a.pending_isr == (("A", "B") if on else None)
+    a.isr_proposal_failed(None)
+    assert a.pending_isr is None
+
+
 @pytest.mark.parametrize("quorum", ["zookeeper", "kraft"])
 def test_feature_quorum(quorum):
     """A second incarnation is refused while the first one's session lives:
