@@ -37,12 +37,24 @@ CHAOS = ["chaos", "--protocol", "0.10", "--time-limit", "10s"]
     (["--set", "unclean.leader.election.enable=1"],
      "must be true or false"),
     (["--runs", "0"], "argument --runs: 0 is not >= 1"),
+    (["--set", "eligible.leader.replicas.version=2"], "must be 0 or 1, got 2"),
 ])
 def test_bad_input_is_one_line_and_starts_nothing(tmp_path: Path, args: list[str],
                                                   message: str) -> None:
     runs = tmp_path / "runs"
     line = one_line_error(isrlab(*CHAOS, *args, "--runs-dir", str(runs)))
     assert line.startswith("isrlab: error: ") and message in line, line
+    assert not runs.exists()
+
+
+def test_a_setting_its_release_lacks_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """A key every release knows, with a value this release does not have (the
+    KIP-966 switch under 0.10): refused once the release is known, before a run."""
+    runs = tmp_path / "runs"
+    line = one_line_error(isrlab(*CHAOS, "--set", "eligible.leader.replicas.version=1",
+                                 "--runs-dir", str(runs)))
+    assert line == ("isrlab: protocol 0.10: controller config 'eligible.leader.replicas.version'"
+                    " 1 needs protocol 4.0 or later (KIP-966), not 0.10"), line
     assert not runs.exists()
 
 

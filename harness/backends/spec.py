@@ -9,6 +9,18 @@ from broker.config import BrokerConfig, ConfigError, ControllerConfig
 from harness.errors import UsageError
 
 
+def check_release_configs(protocol: str, broker: dict[str, Any],
+                          controller: dict[str, Any]) -> None:
+    """UsageError (exit 2) unless the configs suit `protocol`. They were checked key
+    by key when read; here, against the release (a KIP-966 switch under 3.7 is
+    refused before anything starts)."""
+    try:
+        BrokerConfig.from_dict(broker, protocol)
+        ControllerConfig.from_dict(controller, protocol)
+    except ConfigError as e:
+        raise UsageError(f"protocol {protocol}: {e}") from None
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to run: the part of a scenario a backend needs."""
@@ -20,13 +32,7 @@ class ClusterSpec:
     controller_config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # The configs were checked key by key when read; here, against the release
-        # (a KIP-966 switch under 3.7 is refused before anything starts).
-        try:
-            BrokerConfig.from_dict(self.broker_config, self.protocol)
-            ControllerConfig.from_dict(self.controller_config, self.protocol)
-        except ConfigError as e:
-            raise UsageError(f"protocol {self.protocol}: {e}") from None
+        check_release_configs(self.protocol, self.broker_config, self.controller_config)
 
     def process_config(self, addresses: dict[str, str]) -> dict[str, Any]:
         """The JSON document shared by the controller and every broker (PROTOCOL.md)."""

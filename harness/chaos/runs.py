@@ -24,6 +24,7 @@ from typing import Any
 from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
 from contract import PROTOCOLS
+from harness.backends.spec import check_release_configs
 from harness.errors import UsageError
 from harness.scenario.loader import Scenario
 from harness.scenario.steps import DEFAULT_FINAL_TIMEOUT, Step
@@ -125,6 +126,9 @@ class ChaosConfig:
     timeout_ms: int = 5000
     retry_ms: int = 10000
     poll_interval: float = 0.05  # seconds between a background consumer's polls
+
+    def __post_init__(self) -> None:
+        check_release_configs(self.protocol, self.broker_config, self.controller_config)
 
     def broker_names(self) -> list[str]:
         if not 1 <= self.brokers <= 8:  # the local backend has 127.0.0.2..9
