@@ -38,7 +38,7 @@ class AdminRequests:
             return self.net.set(msg["peers"])
         if t == "net-delay":
             self.events.add("net-delay", rules=msg["rules"])
-            return self.net.set_delays(msg["rules"])
+            return await self.net.set_delays(msg["rules"])
         if t == "events":
             return self.events.since(int(msg.get("since", 0)))
         if t == "status":

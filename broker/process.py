@@ -24,6 +24,9 @@ from .wire import MAX_LINE, decode, encode, parse_addr
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 CLOSE_CONNECTION: dict[str, Any] = {"close": True}  # never sent: compared by identity
 MAX_EVENTS_PER_ANSWER = 2000
+# How long a `net-delay` answer waits for the messages it releases to leave (they
+# leave within a polling interval; the bound keeps a stuck link from stalling it).
+RELEASE_WAIT_MS = 1000
 
 
 def now_ms() -> float:
@@ -63,20 +66,28 @@ class NetBlock:
         # The `delay` nemesis (broker/netdelay.py): held links, one FIFO per link.
         self.delays = DelayRules()
         self._links: dict[tuple[str, str], asyncio.Lock] = {}
+        self._held: list[tuple[str, str, str]] = []  # (peer, direction, type) held now
         self.on_event: Callable[..., None] | None = None  # the process's EventLog.add
 
     def set(self, peers: list[str]) -> dict[str, Any]:
         self.peers = set(peers)
         return {"error": None, "blocked": sorted(self.peers)}
 
-    def set_delays(self, raw: list[dict[str, Any]]) -> dict[str, Any]:
+    async def set_delays(self, raw: list[dict[str, Any]]) -> dict[str, Any]:
         """The `net-delay` admin request: replace the delay rules ([] delivers
-        everything held, in order)."""
+        everything held, in order). The answer waits until every message the new
+        rules release has left (its `delay-delivered` event written), so a
+        `deliver` step that returned has delivered -- a run that ends right after
+        it still collects those events."""
         try:
             rules = parse_rules(raw, now_ms())
         except ValueError as e:
             return {"error": "INVALID_REQUEST", "message": str(e)}
         self.delays.set(rules)
+        deadline = now_ms() + RELEASE_WAIT_MS
+        while now_ms() < deadline and any(
+                self.delays.release_at(*held, now_ms()) is None for held in self._held):
+            await asyncio.sleep(0.005)
         return {"error": None, "delays": len(rules)}
 
     async def deliver(self, msg: dict[str, Any], handler: Handler) -> dict[str, Any]:
@@ -102,10 +113,15 @@ class NetBlock:
             return
         self._event("delay-held", peer=peer, direction=direction, request=rtype)
         link = self._links.setdefault((peer, direction), asyncio.Lock())
-        async with link:
-            while self.delays.release_at(peer, direction, rtype, now_ms()) is not None:
-                await asyncio.sleep(0.01)
-            self._event("delay-delivered", peer=peer, direction=direction, request=rtype)
+        held = (peer, direction, rtype)
+        self._held.append(held)
+        try:
+            async with link:
+                while self.delays.release_at(peer, direction, rtype, now_ms()) is not None:
+                    await asyncio.sleep(0.01)
+                self._event("delay-delivered", peer=peer, direction=direction, request=rtype)
+        finally:
+            self._held.remove(held)
 
     def _event(self, type_: str, **fields: Any) -> None:
         if self.on_event is not None:

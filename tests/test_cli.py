@@ -98,7 +98,8 @@ def test_malformed_file(tmp_path: Path) -> None:
     bad.write_text(text)
     line = one_line_error(isrlab("reproduce", str(bad), "--protocol", "0.11",
                                  "--runs-dir", str(tmp_path)))
-    assert line.startswith(f"isrlab: {bad}:19: ") and "unknown node 'Q'" in line
+    where = text.splitlines().index("  - pause: Q") + 1
+    assert line.startswith(f"isrlab: {bad}:{where}: ") and "unknown node 'Q'" in line
     assert not any(tmp_path.glob("*/run.json"))  # nothing was started
 
 

@@ -84,7 +84,7 @@ def test_netblock_delivers_held_messages_in_order() -> None:
     async def main() -> None:
         net = NetBlock()
         net.on_event = lambda type_, **f: events.append(type_)
-        assert net.set_delays([{"peer": "A", "direction": "in"}])["error"] is None
+        assert (await net.set_delays([{"peer": "A", "direction": "in"}]))["error"] is None
         tasks = []
         for n in range(5):
             tasks.append(asyncio.create_task(net.deliver({"id": "A", "type": "x", "n": n},
@@ -93,7 +93,9 @@ def test_netblock_delivers_held_messages_in_order() -> None:
         await net.deliver({"id": "B", "type": "x", "n": 0}, handler)
         assert handled == [("B", 0)]
         assert events == ["delay-held"] * 5, "one event per held message, as it arrives"
-        net.set_delays([])
+        await net.set_delays([])
+        # The answer waits until the released messages left: all five delivered.
+        assert events.count("delay-delivered") == 5
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
@@ -102,7 +104,8 @@ def test_netblock_delivers_held_messages_in_order() -> None:
 
 
 def test_netblock_refuses_a_malformed_rule() -> None:
-    assert NetBlock().set_delays([{"peer": "A"}])["error"] == "INVALID_REQUEST"
+    answer = asyncio.run(NetBlock().set_delays([{"peer": "A"}]))
+    assert answer["error"] == "INVALID_REQUEST"
 
 
 def test_delay_step_parses(tmp_path: Path) -> None:
