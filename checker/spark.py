@@ -6,8 +6,9 @@ configuration at WARN-for-Spark/ERROR-for-noise handed to the driver JVM so its
 start-up chatter does not reach the user.
 
 The master is checked before any JVM starts (check_master): a malformed URL is
-refused, and a cluster's address (``spark://HOST:PORT``, a Spark Connect
-``sc://HOST[:PORT]``) must accept a TCP connection within PROBE_TIMEOUT_S --
+refused, a standalone master (``spark://HOST:PORT``) must answer Spark's RPC as
+a master within seconds (checker.masterprobe), and a Spark Connect address
+(``sc://HOST[:PORT]``) must accept a TCP connection within PROBE_TIMEOUT_S --
 otherwise Spark's standalone client retries for over a minute and fails with a
 Py4J traceback that never names the URL. A session that still fails to start
 is one line naming the master, and leaves no JVM behind.
@@ -21,7 +22,6 @@ import json
 import os
 import re
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructType
 
+from checker import masterprobe
 from checker.errors import SparkMasterError
 from checker.java import Runtime, ensure_java, find_runtime, user_cache
 from checker.jvmview import caching
@@ -202,35 +203,43 @@ def _addresses(master: str) -> list[tuple[str, int]] | None:
     raise SparkMasterError(f"malformed Spark master {master!r}: {_USAGE}")
 
 
-def _unreachable(host: str, port: int) -> str | None:
-    """Why a TCP connection to host:port fails within PROBE_TIMEOUT_S (None: it works)."""
+def _not_a_master(master: str, host: str, port: int) -> tuple[bool, str] | None:
+    """None if host:port answers as ``master``'s kind wants (a standalone master:
+    checker.masterprobe; Spark Connect: a TCP connection), else (whether it is
+    reachable at all, why not)."""
     try:
-        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
-            return None
-    except ConnectionRefusedError:
-        return "connection refused"
-    except TimeoutError:
-        return f"no answer within {PROBE_TIMEOUT_S:g} s"
-    except socket.gaierror:
-        return f"unknown host {host}"
-    except OSError as e:
-        return (e.strerror or type(e).__name__).lower()
+        if master.startswith("sc://"):
+            masterprobe.connect(host, port, PROBE_TIMEOUT_S).close()
+        else:
+            masterprobe.probe(host, port, PROBE_TIMEOUT_S)
+    except masterprobe.Unreachable as e:
+        return False, str(e)
+    except masterprobe.NotAMaster as e:
+        return True, str(e)
+    return None
 
 
 def check_master(master: str | None = None) -> str:
-    """Validate the master URL (master_url) and, for a cluster's (spark://, sc://),
-    check that it answers; return it. SparkMasterError (exit 2), naming the master,
-    if not. Spark Connect (sc://) is refused once reachable: the checker needs the
+    """Validate the master URL (master_url) and, for a cluster's, check that it
+    answers: a standalone one (spark://, any of its standby list) as a Spark
+    master, within PROBE_TIMEOUT_S to connect and as long to answer; a Spark
+    Connect one (sc://) by TCP. Return it; SparkMasterError (exit 2), naming the
+    master, if not. Spark Connect is refused once reachable: the checker needs the
     classic API (the SparkContext, RDD checkpoints) that a Connect session lacks."""
     master = master_url(master)
     pairs = _addresses(master)
     if pairs is None:
         return master
-    why = [_unreachable(host, port) for host, port in pairs]
+    why = [_not_a_master(master, h, p) for h, p in pairs]
     if all(why):
-        reason = why[0] if len(why) == 1 else "; ".join(
-            f"{h}:{p} {w}" for (h, p), w in zip(pairs, why, strict=True))
-        raise SparkMasterError(f"cannot reach Spark master {master}: {reason}")
+        found = [w for w in why if w is not None]
+        if len(found) == 1:
+            reached, reason = found[0]
+        else:
+            reached = any(r for r, _ in found)
+            reason = "; ".join(f"{h}:{p} {w}" for (h, p), (_, w) in zip(pairs, found, strict=True))
+        raise SparkMasterError(f"{master} is not a Spark standalone master: {reason}"
+                               if reached else f"cannot reach Spark master {master}: {reason}")
     if master.startswith("sc://"):
         raise SparkMasterError(f"Spark master {master}: Spark Connect is not supported by the "
                                "checker yet; give spark://HOST:PORT or local[N]")
