@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
                       duration=args.duration, quiet=args.quiet_period,
                       overlap=args.overlap, gap=args.gap)
     cfg.broker_names()  # refuses a bad --brokers before anything starts
+    checks.require_master(args.master)  # not after every run has finished
     seed = args.seed if args.seed is not None else checks.random_seed()
     batch = checks.new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
     batch_id = batch.name

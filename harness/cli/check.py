@@ -16,7 +16,6 @@ from pathlib import Path
 from checker import client
 from checker.api import write_junit
 from checker.errors import CheckerError
-from checker.spark import check_master
 from checker.verdict import INCOMPLETE, batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
 from contract.rundir import RunDirError, discover, read_meta, run_status
@@ -48,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
     for p in args.paths:
         if not p.exists():
             raise UsageError(f"no such run directory: {p}")
+    checks.require_master(args.master)  # before a crashed run is collected for nothing
     progress = flags.progress_of(args)
     try:
         run_dirs = discover(list(args.paths))
-        check_master(args.master)  # before a crashed run is collected for nothing
         _collect_crashed_runs(run_dirs, progress)
         results = checks.interruptible(client.check, list(args.paths), master=args.master,
                                 progress=progress.line, use_server=flags.use_server(args))

@@ -16,7 +16,7 @@ from typing import Any
 
 from checker import client
 from checker.errors import CheckerError
-from checker.spark import DEFAULT_MASTER, cds_archive, check_master, driver_log_path
+from checker.spark import DEFAULT_MASTER, cds_archive, driver_log_path
 from harness.cli import checks
 from harness.errors import RunIncomplete, UsageError
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             print(_describe(info) if info else "checker server: not running")
         return 0
     if args.checker_command == "start":
-        master = check_master(args.master)
+        master = checks.require_master(args.master)
         if not master.startswith("local"):
             raise UsageError(f"the checker server runs on a local master, not {master}")
         try:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from checker import client
 from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
-from checker.spark import task_slices
+from checker.spark import check_master, task_slices
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import CHECK, REPORT_HTML
-from harness.errors import Interrupted, one_line
+from harness.errors import Interrupted, UsageError, one_line
 from harness.progress import Progress
 from harness.run import assertions
 from harness.run.runner import RunRecord
@@ -76,6 +76,21 @@ def interruptible(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+# -- the Spark master -------------------------------------------------------------
+
+
+def require_master(master: str | None = None) -> str:
+    """The Spark master a command will check on (``master``, else
+    ISRLAB_SPARK_MASTER, else local[2]), validated before the command starts
+    anything -- a cluster, a run or batch directory, a Spark JVM: a malformed one,
+    one that does not answer, or one that answers but is no Spark standalone
+    master is a UsageError (one line, exit 2) within seconds (check_master)."""
+    try:
+        return check_master(master)
+    except CheckerError as e:
+        raise UsageError(one_line(e)) from None
 
 
 # -- checked runs: verdicts, reports, output -------------------------------------

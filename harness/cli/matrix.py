@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     scenarios = [load_scenario(find_scenario(n)) for n in names]  # bad input: exit 2 first
     rows = [v for s in scenarios for v in all_variants(s)]
     protocols = list(dict.fromkeys(args.protocol or VERSIONS))
+    checks.require_master()  # ISRLAB_SPARK_MASTER: before any cell runs
     progress = flags.progress_of(args)
     batch = checks.new_batch(args.runs_dir, "matrix")
     unreached = sum(not r.reachable_at(p) for r in rows for p in protocols)

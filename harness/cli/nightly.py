@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     """One night of the configured matrix; exit 1 for an anomaly a row does not
     allow, 3 for a run that did not complete or could not be checked."""
     night_cfg = nightly.load_config(args.config)  # FILE:LINE errors: exit 2, nothing started
+    checks.require_master(args.master)  # before the first cell, not after the last
     seed = night_cfg.seed if night_cfg.seed is not None else checks.random_seed()
     night = nightly.night_id()
     night_dir = args.results / "nights" / night

@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    checks.require_master()  # ISRLAB_SPARK_MASTER: before any cluster starts
     if args.all_variants:
         return reproduce_variants(args)
     scenario = load_scenario(find_scenario(args.scenario), args.variant)

@@ -37,7 +37,7 @@ from harness.chaos.shrink import (
     start,
     without_chunks,
 )
-from harness.cli import flags
+from harness.cli import checks, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = args.run_dir.resolve()
     meta = read_meta(run_dir)
     cfg = config_of(meta)
+    checks.require_master()  # ISRLAB_SPARK_MASTER: before the first candidate runs
     progress = Progress(sys.stdout, quiet=args.quiet)
     server = flags.use_server(args)
     found = found_kinds(run_dir)

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from broker.sim_cluster import Network
+from checker.errors import CheckerError
 from checker.spark import get_session, task_slices
 from contract import PROTOCOLS
 from harness.chaos.runs import parse_sets
 from harness.chaos.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
 from harness.cli import checks, flags
-from harness.errors import UsageError
+from harness.errors import UsageError, one_line
 from reports.render import INDEX
 
 SWARM = "swarm"
@@ -62,15 +63,19 @@ def run(args: argparse.Namespace) -> int:
     if args.master is not None and args.master.startswith("sc://"):
         raise UsageError("isrlab swarm runs its simulations as Spark tasks, which Spark "
                          "Connect (sc://) does not offer; give local[N] or spark://HOST:PORT")
+    checks.require_master(args.master)  # before the batch directory and the Spark JVM
     batch = checks.new_batch(args.runs_dir, f"{SWARM}-{args.protocol}").resolve()
     batch_id = batch.name
-    batch.mkdir(parents=True)
     progress = flags.progress_of(args)
     seeds = list(range(args.seed, args.seed + args.runs))
     progress.line(f"swarm: {args.runs} simulated run(s) of {spec.base.time_limit:g}s under "
                   f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]}; runs in {batch}")
     t0 = time.monotonic()
-    spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
+    try:
+        spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
+    except CheckerError as e:  # a master that answered, but Spark did not start on it
+        raise UsageError(one_line(e)) from None
+    batch.mkdir(parents=True)
     sc = spark.sparkContext
     slices = task_slices(sc, len(seeds))
     where = str(batch)
