@@ -23,7 +23,9 @@ from conftest import ROOT, free_port
 
 from checker.api import RunResult
 from checker.client import check
+from checker.errors import SparkMasterError
 from checker.java import ensure_java
+from checker.spark import check_master
 from harness.chaos.swarm import SwarmSpec, simulate
 
 pytestmark = [pytest.mark.spark]
@@ -52,7 +54,8 @@ def _alive_workers(webui: int) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """The cluster's master URL and its web UI's port."""
     ensure_java()
     tmp = tmp_path_factory.mktemp("standalone")
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
@@ -75,7 +78,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                      "--webui-port", str(free_port()), "--work-dir", str(tmp / f"work{i}")],
                     env=env, stdout=log, stderr=log, start_new_session=True))
             _wait(f"{WORKERS} workers registered", lambda: _alive_workers(webui) == WORKERS)
-            yield url
+            yield url, webui
         finally:
             for p in procs:
                 p.terminate()
@@ -85,6 +88,34 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+
+
+@pytest.fixture(scope="module")
+def standalone(standalone_cluster: tuple[str, int]) -> str:
+    return standalone_cluster[0]
+
+
+def test_the_master_probe_tells_the_master_from_other_ports(
+        standalone_cluster: tuple[str, int]) -> None:
+    """What every command that checks asks first (checker.masterprobe): the real
+    master is accepted at once; a real worker's RPC port (Spark's RPC, but no master
+    there) and the master's own web UI (HTTP) are refused, each saying what answered."""
+    url, webui = standalone_cluster
+    with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=5) as r:
+        worker = json.load(r)["workers"][0]
+    worker_url = f"spark://{worker['host']}:{worker['port']}"
+    t0 = time.monotonic()
+    assert check_master(url) == url
+    with pytest.raises(SparkMasterError) as e:
+        check_master(worker_url)
+    assert str(e.value) == (f"{worker_url} is not a Spark standalone master: a Spark RPC "
+                            "endpoint without a Master (a worker's or an application's port?)")
+    web = f"spark://127.0.0.1:{webui}"
+    with pytest.raises(SparkMasterError) as e:
+        check_master(web)
+    assert str(e.value).startswith(f"{web} is not a Spark standalone master: it answered "
+                                   "'HTTP/1.1 400"), e.value
+    assert time.monotonic() - t0 < 10  # each answers at once: no probe waits out its timeout
 
 
 def _essence(summary: dict, anomalies: list) -> tuple:
