@@ -1,5 +1,5 @@
 """A Spark master that cannot be used is refused before anything starts (issue 46):
-`chaos`, `nightly` and `swarm` take `--master`, and `reproduce`, `matrix` and
+`check`, `chaos`, `nightly` and `swarm` take `--master`, and `reproduce`, `matrix` and
 `checker start` the master of ISRLAB_SPARK_MASTER or theirs; each validates it
 first. A malformed master, a port nobody listens on, an HTTP server and a listener
 that accepts and says nothing -- real ones, on loopback -- are each one line, exit
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port
-from test_cli import _env, one_line_error, tagged_processes
+from test_cli import _env, one_line_error, synthetic_run, tagged_processes
 
 PROBE_S = 3  # checker.spark.PROBE_TIMEOUT_S: how long a silent port is waited for
 WITHIN_S = 20.0  # "within seconds", generously: the interpreter's start included
@@ -132,6 +132,14 @@ def test_swarm_refuses_a_bad_master_before_its_batch(tmp_path: Path,
     _refused(["swarm", "--protocol", "3.7", "--runs", "2", "--runs-dir", str(runs),
               "--master", master], line)
     assert not runs.exists()
+
+
+def test_check_refuses_a_bad_master_before_reading_a_run(tmp_path: Path,
+                                                         bad_master: tuple[str, str]) -> None:
+    master, line = bad_master
+    run = synthetic_run(tmp_path / "run")
+    _refused(["check", str(run), "--master", master], line)
+    assert not (run / "check").exists()  # nothing was checked
 
 
 def test_reproduce_and_matrix_refuse_a_bad_environment_master(tmp_path: Path,
