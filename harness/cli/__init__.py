@@ -22,6 +22,7 @@ import os
 import sys
 from typing import NoReturn
 
+from checker.errors import CheckerError
 from contract.rundir import RunDirError
 from harness.backends import reaper
 from harness.cli import (
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
-    except (HarnessError, RunDirError) as e:
+    except (HarnessError, RunDirError, CheckerError) as e:  # each carries its exit status
         print(f"isrlab: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
