@@ -92,12 +92,16 @@ class EventsCollector:
                 return
             cur = self._cursors.setdefault(node, _Cursor())
             if self.backend.is_reachable(node):
-                try:
-                    self._poll(node, cur)
-                except WireError:
-                    if cur.conn is not None:
-                        cur.conn.close()
-                    cur.conn = None
+                # A connection kept from earlier may be to an incarnation gone since:
+                # then once more on a new one.
+                for _ in range(2 if cur.conn is not None else 1):
+                    try:
+                        self._poll(node, cur)
+                        break
+                    except WireError:
+                        if cur.conn is not None:
+                            cur.conn.close()
+                        cur.conn = None
             if cur.open and not self.backend.is_running(node):
                 if cur.conn is not None:
                     cur.conn.close()
