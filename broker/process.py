@@ -86,6 +86,13 @@ def logged_events(log: str, incarnation: str) -> list[dict[str, Any]] | None:
     return found
 
 
+def sender(msg: dict[str, Any]) -> str | None:
+    """The peer process a request comes from (a follower's fetch names itself
+    `replica_id`, a broker's request to the controller `id`); None for a client's
+    or the harness's."""
+    return msg.get("replica_id") or msg.get("id")
+
+
 class NetBlock:
     """A partition made by the process's own transport (the local backend's nemesis).
 
@@ -140,7 +147,7 @@ class NetBlock:
         leave in the order they came (asyncio.Lock wakes its waiters in order).
         Every held message is a `delay-held` event when it arrives, also one queued
         behind another on its link, as in the simulator (sim_cluster)."""
-        peer = msg.get("replica_id") or msg.get("id")
+        peer = sender(msg)
         rtype = str(msg.get("type", ""))
         if peer is None or self.delays.release_at(peer, direction, rtype, now_ms()) is None:
             return
@@ -161,10 +168,10 @@ class NetBlock:
             self.on_event(type_, **fields)
 
     async def drop_if_blocked(self, msg: dict[str, Any]) -> None:
-        sender = msg.get("replica_id") or msg.get("id")
-        if sender is None or sender not in self.peers:
+        peer = sender(msg)
+        if peer is None or peer not in self.peers:
             return
-        while sender in self.peers:
+        while peer in self.peers:
             await asyncio.sleep(0.05)
         # Healed, but this request was "lost": close without an answer.
         raise ConnectionResetError("dropped by a network partition")
@@ -174,16 +181,18 @@ class Listener:
     """A process's listening socket and the connections it accepted.
 
     A connection carries any number of requests, one at a time (a client keeps
-    one per node). `close` stops the process taking requests as a closed listen
-    socket alone would for clients that connect anew: it also closes every
-    accepted connection that waits for its next request, and one that is busy
-    closes once its answer is written."""
+    one per node). `close` stops the process taking requests from clients and the
+    harness as a closed listen socket alone did when each of their requests came
+    on a new connection: it also closes each of their connections that waits for
+    its next request, and one that is busy once its answer is written. A peer
+    process's connection (its requests name their sender) is served until the
+    process exits, as before."""
 
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.accepted = 0  # connections accepted so far (status: connections_accepted)
         self.closing = False
-        self._idle: set[asyncio.StreamWriter] = set()
+        self._idle: set[asyncio.StreamWriter] = set()  # clients' and the harness's
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self, listen: str) -> None:
@@ -202,9 +211,11 @@ class Listener:
     async def _on_conn(self, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        peer = False  # a peer process's connection
         try:
-            while not self.closing:
-                self._idle.add(writer)
+            while peer or not self.closing:
+                if not peer:
+                    self._idle.add(writer)
                 try:
                     line = await reader.readline()
                 finally:
@@ -213,6 +224,7 @@ class Listener:
                     break
                 try:
                     msg = decode(line)
+                    peer = peer or sender(msg) is not None
                     resp = await self.handler(msg)
                 except (ValueError, KeyError, TypeError) as e:
                     resp = {"error": "INVALID_REQUEST", "message": f"{type(e).__name__}: {e}"}

@@ -33,8 +33,9 @@ SENDS = 100
 
 def test_listener_serves_many_requests_per_connection_and_closes_idle_ones(port: int) -> None:
     """The process's listener: any number of requests on one connection; when the
-    process stops taking requests, an idle connection is closed at once and a busy
-    one once its answer is written; a new one is refused."""
+    process stops taking requests, a client's idle connection is closed at once and
+    a busy one once its answer is written; a new one is refused; a peer's (its
+    requests name their sender) is still served."""
 
     async def main() -> None:
         started, gate = asyncio.Event(), asyncio.Event()
@@ -51,10 +52,13 @@ def test_listener_serves_many_requests_per_connection_and_closes_idle_ones(port:
         for n in range(5):
             idle_w.write(encode({"type": "echo", "n": n}))
             assert decode(await idle_r.readline())["n"] == n
+        peer_r, peer_w = await asyncio.open_connection("127.0.0.1", port)
+        peer_w.write(encode({"type": "fetch", "replica_id": "B", "n": 1}))
+        assert decode(await peer_r.readline())["n"] == 1
         busy_r, busy_w = await asyncio.open_connection("127.0.0.1", port)
         busy_w.write(encode({"type": "slow", "n": 9}))
         await started.wait()
-        assert listener.accepted == 2
+        assert listener.accepted == 3
         listener.close()
         assert await asyncio.wait_for(idle_r.readline(), 5) == b""
         gate.set()
@@ -62,7 +66,9 @@ def test_listener_serves_many_requests_per_connection_and_closes_idle_ones(port:
         assert await asyncio.wait_for(busy_r.readline(), 5) == b""
         with pytest.raises(OSError):
             await asyncio.open_connection("127.0.0.1", port)
-        for w in (idle_w, busy_w):
+        peer_w.write(encode({"type": "fetch", "replica_id": "B", "n": 2}))
+        assert decode(await asyncio.wait_for(peer_r.readline(), 5))["n"] == 2
+        for w in (idle_w, busy_w, peer_w):
             w.close()
 
     asyncio.run(main())
