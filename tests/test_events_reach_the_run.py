@@ -1,8 +1,9 @@
 """Every event a node writes before its process ends reaches events.jsonl, whoever
 ended it: a 0.10 follower that halts itself (ReplicaFetcherThread.handleOffsetOutOfRange,
-unclean election off) on every backend -- its `halt`, then the `flush` and
-`hw-checkpoint` of its controlled shutdown -- and the shutdown of a process stopped
-and restarted between two polls of the events collector (real brokers)."""
+unclean election off) -- its `halt`, then the `flush` and `hw-checkpoint` of its
+controlled shutdown -- on the local, sim and docker backends (ssh reads its host's
+log file the same way; its tests need sshd hosts), and the shutdown of a process
+stopped and restarted between two polls of the events collector (real brokers)."""
 
 from __future__ import annotations
 
