@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import descendants, docker_leftovers, docker_or_skip, free_base_port, free_port
 
+from broker.process import logged_events
 from harness.backends import make_backend
 from harness.backends.base import ClusterSpec
 from harness.progress import Progress
@@ -110,3 +111,27 @@ def test_shutdown_between_two_polls_is_read_from_the_log(tmp_path: Path) -> None
         assert [ev["seq"] for ev in inc] == list(range(len(inc)))
         assert types[0] == "started" and types[-2:] == ["flush", "hw-checkpoint"], types
     assert descendants(os.getpid()) == []
+
+
+def test_logged_events_reads_one_incarnation_of_an_appended_log() -> None:
+    """The log holds every incarnation, appended (and the harness's own lines): one
+    incarnation's events are those between its line and the next incarnation's; a
+    line cut off by a crash is skipped; an incarnation the log does not name: None."""
+    def ev(seq: int, type_: str) -> str:
+        return (f'2026-01-01 00:00:00,000 broker-A INFO event {{"seq":{seq},"time":1,'
+                f'"node":"A","type":"{type_}"}}')
+    log = "\n".join([
+        "--- isrlab: starting A at 1.0 ---",
+        "2026-01-01 00:00:00,000 broker-A INFO incarnation aaa",
+        ev(0, "started"), ev(1, "halt"),
+        "2026-01-01 00:00:00,000 broker-A CRITICAL exiting: leader B's LEO 1 is below",
+        ev(2, "flush"), ev(3, "hw-checkpoint"),
+        "--- isrlab: starting A at 2.0 ---",
+        "2026-01-01 00:00:00,000 broker-A INFO incarnation bbb",
+        ev(0, "started"),
+        '2026-01-01 00:00:00,000 broker-A INFO event {"seq":1,"time":1,"node":"A","ty',
+    ])
+    assert [e["type"] for e in logged_events(log, "aaa")] == [
+        "started", "halt", "flush", "hw-checkpoint"]
+    assert [e["seq"] for e in logged_events(log, "bbb")] == [0]
+    assert logged_events(log, "ccc") is None
