@@ -3,9 +3,10 @@ for both processes (the broker, server.py; the controller, controller.py).
 
 `net-block` and `net-delay` set the process's own network faults
 (process.NetBlock), `events` reads its event log, and `status` is the core's
-status with the peers the process is cut off from. Every other request goes to
-the core. Every request first passes the network faults (NetBlock.deliver); the
-admin requests have no sender, so they always pass.
+status with the process's incarnation, the peers it is cut off from and the
+connections it has accepted. Every other request goes to the core. Every
+request first passes the network faults (NetBlock.deliver); the admin requests
+have no sender, so they always pass.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .process import EventLog, Handler, NetBlock
+from .process import EventLog, Handler, Listener, NetBlock
 
 
 class AdminRequests:
-    """One process's event log and network faults, and the requests about them."""
+    """One process's event log, network faults and listener, and the requests about
+    them."""
 
-    def __init__(self, node: str, status: Callable[[], dict[str, Any]],
+    def __init__(self, node: str, incarnation: str, status: Callable[[], dict[str, Any]],
                  core: Handler) -> None:
-        self.events = EventLog(node)
+        self.events = EventLog(node, incarnation)
+        self.listener = Listener(self.handle)  # started by the process once it is ready
         self.net = NetBlock()
         self.net.on_event = self.events.add
         self._status = status
@@ -42,5 +45,7 @@ class AdminRequests:
         if t == "events":
             return self.events.since(int(msg.get("since", 0)))
         if t == "status":
-            return {**self._status(), "blocked": sorted(self.net.peers)}
+            return {"incarnation": self.events.incarnation, **self._status(),
+                    "blocked": sorted(self.net.peers),
+                    "connections_accepted": self.listener.accepted}
         return await self._core(msg)

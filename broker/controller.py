@@ -20,7 +20,7 @@ from .broker_core import Respond
 from .config import BrokerConfig, ControllerConfig
 from .controller_core import ControllerCore, ControllerEffect, WriteControllerState
 from .partition import Event
-from .process import common_args, load_cluster_config, now_ms, run_main, serve
+from .process import common_args, load_cluster_config, now_ms, run_main
 
 STATE_FILE = "controller-state.json"
 TICK_S = 0.02
@@ -40,7 +40,8 @@ class Controller:
                                    protocol=cluster["protocol"],
                                    min_insync_replicas=bcfg.min_insync_replicas,
                                    elr=ccfg.eligible_leader_replicas_version >= 1)
-        self.admin = AdminRequests("controller", self.core.status, self._request)
+        self.admin = AdminRequests("controller", os.urandom(6).hex(), self.core.status,
+                                   self._request)
         self.perform(self.core.start(now_ms()))
 
     def perform(self, effects: list[ControllerEffect]) -> dict[str, Any] | None:
@@ -76,11 +77,11 @@ class Controller:
 
 async def amain(args: Any, stop: asyncio.Event) -> None:
     ctl = Controller(load_cluster_config(args.config), args.data_dir)
-    server = await serve(args.listen, ctl.admin.handle)
+    await ctl.admin.listener.start(args.listen)
     ticker = asyncio.create_task(ctl.ticker())
     await stop.wait()
     ticker.cancel()
-    server.close()
+    ctl.admin.listener.close()
 
 
 def main() -> None:

@@ -27,6 +27,10 @@ MAX_EVENTS_PER_ANSWER = 2000
 # How long a `net-delay` answer waits for the messages it releases to leave (they
 # leave within a polling interval; the bound keeps a stuck link from stalling it).
 RELEASE_WAIT_MS = 1000
+# The process log's format (run_main) and its two kinds of event lines (EventLog).
+LOG_LEVEL = "INFO"
+INCARNATION_LINE = "incarnation "
+EVENT_LINE = "event "
 
 
 def now_ms() -> float:
@@ -35,22 +39,58 @@ def now_ms() -> float:
 
 
 class EventLog:
-    """Protocol events of one process incarnation, readable by a `since` cursor."""
+    """Protocol events of one process incarnation, readable by a `since` cursor.
 
-    def __init__(self, node: str) -> None:
+    Every event is also one line of the process's log (stderr), after one line
+    naming the incarnation: what a reader that comes too late for `events` -- the
+    process has exited -- reads instead (`logged_events`)."""
+
+    def __init__(self, node: str, incarnation: str) -> None:
         self.node = node
+        self.incarnation = incarnation
         self.events: list[dict[str, Any]] = []
         self.log = logging.getLogger(node)
+        self.log.info("%s%s", INCARNATION_LINE, incarnation)
 
     def add(self, type_: str, **fields: Any) -> None:
         ev = {"seq": len(self.events), "time": time.time_ns(), "node": self.node,
               "type": type_, **fields}
         self.events.append(ev)
-        self.log.info("event %s", json.dumps(ev, separators=(",", ":")))
+        self.log.info("%s%s", EVENT_LINE, json.dumps(ev, separators=(",", ":")))
 
     def since(self, n: int) -> dict[str, Any]:
         batch = self.events[n:n + MAX_EVENTS_PER_ANSWER]
         return {"error": None, "events": batch, "next": n + len(batch)}
+
+
+def logged_events(log: str, incarnation: str) -> list[dict[str, Any]] | None:
+    """The events incarnation `incarnation` wrote to `log` (a process log, every
+    incarnation's appended, as run_main formats it), in order; None if the log
+    does not name that incarnation. A line that is not whole JSON (cut off by a
+    crash) is skipped."""
+    found: list[dict[str, Any]] | None = None
+    for line in log.splitlines():
+        message = line.partition(f" {LOG_LEVEL} ")[2]
+        if message.startswith(INCARNATION_LINE):
+            if found is not None:
+                break  # the next incarnation's
+            if message[len(INCARNATION_LINE):].strip() == incarnation:
+                found = []
+        elif found is not None and message.startswith(EVENT_LINE):
+            try:
+                ev = json.loads(message[len(EVENT_LINE):])
+            except ValueError:
+                continue
+            if isinstance(ev, dict):
+                found.append(ev)
+    return found
+
+
+def sender(msg: dict[str, Any]) -> str | None:
+    """The peer process a request comes from (a follower's fetch names itself
+    `replica_id`, a broker's request to the controller `id`); None for a client's
+    or the harness's."""
+    return msg.get("replica_id") or msg.get("id")
 
 
 class NetBlock:
@@ -107,7 +147,7 @@ class NetBlock:
         leave in the order they came (asyncio.Lock wakes its waiters in order).
         Every held message is a `delay-held` event when it arrives, also one queued
         behind another on its link, as in the simulator (sim_cluster)."""
-        peer = msg.get("replica_id") or msg.get("id")
+        peer = sender(msg)
         rtype = str(msg.get("type", ""))
         if peer is None or self.delays.release_at(peer, direction, rtype, now_ms()) is None:
             return
@@ -128,27 +168,64 @@ class NetBlock:
             self.on_event(type_, **fields)
 
     async def drop_if_blocked(self, msg: dict[str, Any]) -> None:
-        sender = msg.get("replica_id") or msg.get("id")
-        if sender is None or sender not in self.peers:
+        peer = sender(msg)
+        if peer is None or peer not in self.peers:
             return
-        while sender in self.peers:
+        while peer in self.peers:
             await asyncio.sleep(0.05)
         # Healed, but this request was "lost": close without an answer.
         raise ConnectionResetError("dropped by a network partition")
 
 
-async def serve(listen: str, handler: Handler) -> asyncio.base_events.Server:
-    host, port = parse_addr(listen)
+class Listener:
+    """A process's listening socket and the connections it accepted.
 
-    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    A connection carries any number of requests, one at a time (a client keeps
+    one per node). `close` stops the process taking requests from clients and the
+    harness as a closed listen socket alone did when each of their requests came
+    on a new connection: it also closes each of their connections that waits for
+    its next request, and one that is busy once its answer is written. A peer
+    process's connection (its requests name their sender) is served until the
+    process exits, as before."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.accepted = 0  # connections accepted so far (status: connections_accepted)
+        self.closing = False
+        self._idle: set[asyncio.StreamWriter] = set()  # clients' and the harness's
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self, listen: str) -> None:
+        host, port = parse_addr(listen)
+        self._server = await asyncio.start_server(self._on_conn, host, port, limit=MAX_LINE,
+                                                  reuse_address=True)
+
+    def close(self) -> None:
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._idle):
+            writer.close()  # its readline ends at EOF
+        self._idle.clear()
+
+    async def _on_conn(self, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        peer = False  # a peer process's connection
         try:
-            while True:
-                line = await reader.readline()
+            while peer or not self.closing:
+                if not peer:
+                    self._idle.add(writer)
+                try:
+                    line = await reader.readline()
+                finally:
+                    self._idle.discard(writer)
                 if not line:
                     break
                 try:
                     msg = decode(line)
-                    resp = await handler(msg)
+                    peer = peer or sender(msg) is not None
+                    resp = await self.handler(msg)
                 except (ValueError, KeyError, TypeError) as e:
                     resp = {"error": "INVALID_REQUEST", "message": f"{type(e).__name__}: {e}"}
                 if resp is CLOSE_CONNECTION:
@@ -161,8 +238,6 @@ async def serve(listen: str, handler: Handler) -> asyncio.base_events.Server:
             pass  # peer gone, or the process is stopping
         finally:
             writer.close()
-
-    return await asyncio.start_server(on_conn, host, port, limit=MAX_LINE, reuse_address=True)
 
 
 def common_args(description: str) -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from broker.protocol import PROTOCOLS
 
 __all__ = [
     "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "COMPLETE", "CONTROLLER", "CRASHED",
-    "EVENTS",
+    "EVENTS", "EVENT_TYPES",
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
     "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
     "REPORT_HTML", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE", "SUMMARY_JSON",
@@ -57,6 +57,23 @@ NEMESIS_PROCESS = "nemesis"
 # The controller's node name in events.jsonl and the nemesis' targets (the broker,
 # which ships without isrlab, spells it in broker/controller.py).
 CONTROLLER = "controller"
+
+# -- events.jsonl "type" (docs/run-directory.md): every event a process (or the
+# sim's network) emits -- what a scenario's event wait can name.
+EVENT_TYPES = (
+    # a broker
+    "started", "flush", "hw-checkpoint", "halt",
+    # a broker's partition
+    "became-leader", "became-follower", "became-none", "epoch-assigned",
+    "epoch-request-sent", "epoch-response", "truncate", "hw-advance", "fetch-fenced",
+    # the controller (isr-shrink / isr-expand also a partition's leader)
+    "broker-registered", "registration-refused", "broker-dead", "leader-elected",
+    "leader-offline", "isr-shrink", "isr-expand",
+    # any process: its own network faults
+    "net-block", "net-delay", "delay-held", "delay-delivered",
+    # the sim's network (broker.sim_cluster.Network)
+    "net-lost", "net-duplicated",
+)
 
 # -- replicas/<broker>/state.json ----------------------------------------------
 ROLES = ("leader", "follower", "none")

@@ -25,7 +25,7 @@ from reports.units import figure_row, fmt_time
 
 MAX_EVENTS = 2000
 # A story line's kind, as its tag in the report.
-KIND_WORDS = {"ack": "acked", "fault": "fault", "power-cycle": "power cycle",
+KIND_WORDS = {"ack": "acked", "fault": "fault", "power-cycle": "power cycle", "halt": "halt",
               "truncate": "truncation", "election": "election", "final": "final read",
               "resend": "resent"}
 

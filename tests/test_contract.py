@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
 from conftest import ROOT, TESTS
 
 from checker.anomalies import REGISTRY
-from contract import ANOMALY_KINDS, NEMESIS_FS, PROTOCOLS
+from contract import ANOMALY_KINDS, EVENT_TYPES, NEMESIS_FS, PROTOCOLS
 from harness.scenario.loader import SCENARIO_DIR
 
 DOCS = ROOT / "docs"
@@ -54,3 +55,27 @@ def test_docs_list_every_protocol_version() -> None:
 
 def test_docs_name_every_nemesis_op() -> None:
     assert set(NEMESIS_FS) <= table_rows(DOCS / "run-directory.md")
+
+
+def emitted_event_types() -> set[str]:
+    """Every event type the broker package's source emits: the literal first argument
+    of its event calls, and the two an ISR change picks between."""
+    found: set[str] = set()
+    for path in (ROOT / "broker").glob("*.py"):
+        src = path.read_text(encoding="utf-8")
+        found |= set(re.findall(r'(?:_emit|_event|events\.add)\((?:\w+, )?"([a-z-]+)"', src))
+        for pair in re.findall(r'kind = "([a-z-]+)" if .* else "([a-z-]+)"', src):
+            found |= set(pair)
+    return found
+
+
+def test_event_types_are_what_the_processes_emit() -> None:
+    """contract.EVENT_TYPES, what event waits may name, is exactly what is emitted
+    (a new event type, like `halt`, cannot be left out of it)."""
+    assert "halt" in EVENT_TYPES
+    assert emitted_event_types() == set(EVENT_TYPES)
+
+
+def test_docs_name_every_event_type() -> None:
+    text = (DOCS / "run-directory.md").read_text(encoding="utf-8")
+    assert [t for t in EVENT_TYPES if f"`{t}`" not in text] == []

@@ -234,3 +234,51 @@ def test_lost_write_without_new_truncate_fields() -> None:
     assert st.lines[1].text == ("B follows A (epoch 0); it truncates to its HW 1 (rule: hw), "
                                 "removing offsets 1–2.")
     assert "B's log ends at offset 1: it lacks value 7 at offset 2" in st.lines[2].text
+
+
+def test_story_says_why_a_broker_halted() -> None:
+    """0.10-2.0: a follower ahead of its leader, unclean election off, halts its broker
+    (ReplicaFetcherThread.handleOffsetOutOfRange); restarted, it truncates to its HW
+    checkpoint and removes the last copy. The story names the halt, with Kafka's rule,
+    before the truncation it led to."""
+    part = {"topic": "t", "partition": 0}
+    ev = [
+        {"time": 1, "node": "B", "type": "started", "incarnation": "b1", "partitions": []},
+        {"time": 10, "node": "controller", "type": "leader-elected", **part, "leader": "A",
+         "leader_epoch": 0, "isr": ["A", "B"]},
+        {"time": 11, "node": "B", "type": "became-follower", **part, "leader_epoch": 0,
+         "leader": "A", "leo": 0, "hw": 0},
+        {"time": 40, "node": "controller", "type": "leader-elected", **part, "leader": "A",
+         "leader_epoch": 1, "isr": ["A"]},
+        {"time": 41, "node": "A", "type": "became-leader", **part, "leader_epoch": 1,
+         "leo": 1, "hw": 1, "isr": ["A"]},
+        {"time": 50, "node": "B", "type": "halt", **part, "leader_epoch": 1,
+         "reason": "offset-out-of-range", "leader_leo": 1, "leo": 2},
+        {"time": 51, "node": "B", "type": "flush", **part, "leo": 2},
+        {"time": 52, "node": "B", "type": "hw-checkpoint", **part, "hw": 1},
+        {"time": 60, "node": "B", "type": "started", "incarnation": "b2",
+         "partitions": [{**part, "leo": 2, "hw": 1}]},
+        {"time": 61, "node": "B", "type": "became-follower", **part, "leader_epoch": 1,
+         "leader": "A", "leo": 2, "hw": 1},
+        {"time": 62, "node": "B", "type": "truncate", **part, "leader_epoch": 1, "from": 2,
+         "to": 1, "rule": "hw", "reason": "high-watermark", "removed": [[1, 0, 7]]},
+    ]
+    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
+            {"index": 1, "time": 21, "process": 0, "type": "ok", "f": "send", **part,
+             "value": 7, "offset": 1, "acks": "all", "node": "A"}]
+    lost = {"kind": "lost-write", **part, "witness": {
+        **part, "value": 7, "acked_offset": 1, "op": {"index": 1}, "held_by": []}}
+    st, _ = story.build(_run(ev, hist, [lost]))
+    (c,) = st.causes
+    kinds = [s.line.kind for s in c.steps]
+    assert kinds.index("halt") == kinds.index("truncate") - 1
+    halt = next(ln for ln in st.lines if ln.kind == "halt")
+    assert halt.node == "B" and halt.ref == "ev-5"
+    assert halt.text.startswith("B halts: its leader A answers a fetch with "
+                                "OFFSET_OUT_OF_RANGE, its LEO 1 below B's own LEO 2, and with "
+                                "unclean leader election off")
+    assert "ReplicaFetcherThread.handleOffsetOutOfRange" in halt.text
+    # A truncation after a restart that no halt caused names no halt.
+    no_halt = [e for e in ev if e["type"] not in ("halt", "flush", "hw-checkpoint")]
+    st2, _ = story.build(_run(no_halt, hist, [lost]))
+    assert "halt" not in [ln.kind for ln in st2.lines]

@@ -11,7 +11,8 @@ from workloads.runtime import REAL, Runtime
 
 def request(addr: str, msg: dict[str, Any], timeout: float = 2.0,
             rt: Runtime = REAL) -> dict[str, Any]:
-    """One request on a fresh connection; raises WireError if there was no answer."""
+    """One request on a connection the runtime keeps per address (opened anew only
+    when none is idle); raises WireError if there was no answer."""
     return rt.request(addr, msg, timeout)
 
 

@@ -26,6 +26,12 @@ class Artefacts(ABC):
         now), or None if the harness cannot read it."""
         return None
 
+    def node_log(self, node: str) -> str | None:
+        """The node's process log as written so far, every incarnation, read now
+        (None: unreadable, or a backend without process logs). The events
+        collector reads a process's last events here once it has exited."""
+        return None
+
     @abstractmethod
     def collect_logs(self, run_dir: Path) -> None:
         """Make sure every process log is under run_dir/logs/."""

@@ -327,6 +327,18 @@ class DockerBackend(Backend):
     def log_name(self, node: str) -> str:
         return "its container log"
 
+    def node_log(self, node: str) -> str | None:
+        # From the events collector's thread: the probe client, as _state does.
+        with self._lock:
+            entry = self._nodes.get(node)
+            if entry is None or self._probe is None:
+                return None
+            try:
+                raw = self._probe.api.logs(entry.container.id, stdout=True, stderr=True)
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                return None
+        return raw.decode(errors="replace")
+
     def _running_entry(self, node: str, what: str) -> _Node:
         state = self._state(node, fresh=True)
         if state not in ("running", "paused"):

@@ -201,6 +201,12 @@ class LocalBackend(Backend):
     def log_name(self, node: str) -> str:
         return str(self.log_path(node))
 
+    def node_log(self, node: str) -> str | None:
+        try:
+            return self.log_path(node).read_text(errors="replace")
+        except OSError:
+            return None
+
     def _signal(self, node: str, sig: signal.Signals) -> _Proc:
         with self._lock:
             proc = self._procs.get(node)

@@ -375,6 +375,15 @@ class SshBackend(Backend):
     def log_name(self, node: str) -> str:
         return f"{self._host(node).name}:{self.rdir(node)}/logs/{node}.log"
 
+    def node_log(self, node: str) -> str | None:
+        try:
+            code, out = self._remote(node).run(
+                f"cat {shlex.quote(self.rdir(node))}/logs/{shlex.quote(node)}.log",
+                check=False)
+        except RunIncomplete:
+            return None
+        return out if code == 0 else None
+
     # -- process faults ------------------------------------------------------------
 
     def _live_pid(self, node: str, what: str) -> int:

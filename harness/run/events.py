@@ -6,6 +6,14 @@ a restart always breaks the collector's connection, and after any broken
 connection the collector asks `status` for the incarnation first and starts
 from 0 when it changed. Times become ns since the run started, on the history's
 axis. Waits in scenario steps read the in-memory copy.
+
+A process that ends -- killed by the nemesis, or exiting by itself (a 0.10-2.0
+broker halting on OFFSET_OUT_OF_RANGE) -- no longer answers `events`, and what
+it did last (a halt's flush and checkpoints) came after its last answer. Its
+log has every event too (broker.process.EventLog), so once the collector sees
+an incarnation's process gone, or replaced by the next, it reads the rest of
+that incarnation from the log (the backend's `node_log`): every event a process
+wrote before it exited reaches events.jsonl, whoever ended it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.process import logged_events
 from broker.wire import Connection, WireError
 from harness.backends.base import Backend
 from harness.run.clock import RunClock
@@ -27,6 +36,9 @@ class _Cursor:
     conn: Connection | None = None
     incarnation: str | None = None
     since: int = 0
+    # The incarnation may have events not read yet: it was seen running and has not
+    # been read to the end of its log.
+    open: bool = False
 
 
 class EventsCollector:
@@ -74,19 +86,27 @@ class EventsCollector:
 
     def drain(self, node: str) -> None:
         """Collect everything `node` has now (the nemesis calls this before a kill
-        so a process's last events are not lost with it)."""
-        if not self.backend.is_reachable(node):
-            return
+        so a process's last events are there before the fault is)."""
         with self._poll_lock:
             if self._file.closed:
                 return
             cur = self._cursors.setdefault(node, _Cursor())
-            try:
-                self._poll(node, cur)
-            except WireError:
+            if self.backend.is_reachable(node):
+                # A connection kept from earlier may be to an incarnation gone since:
+                # then once more on a new one.
+                for _ in range(2 if cur.conn is not None else 1):
+                    try:
+                        self._poll(node, cur)
+                        break
+                    except WireError:
+                        if cur.conn is not None:
+                            cur.conn.close()
+                        cur.conn = None
+            if cur.open and not self.backend.is_running(node):
                 if cur.conn is not None:
                     cur.conn.close()
-                cur.conn = None
+                    cur.conn = None
+                self._drain_log(node, cur)
 
     def _poll(self, node: str, cur: _Cursor) -> None:
         if cur.conn is None:
@@ -94,7 +114,12 @@ class EventsCollector:
             status = cur.conn.request({"type": "status"})
             incarnation = status.get("incarnation")
             if incarnation != cur.incarnation:
+                if cur.open:
+                    # Restarted before the collector saw it exit: the rest of the
+                    # last incarnation first.
+                    self._drain_log(node, cur)
                 cur.incarnation, cur.since = incarnation, 0
+            cur.open = incarnation is not None
         while True:
             reply = cur.conn.request({"type": "events", "since": cur.since})
             if reply.get("error") is not None:
@@ -111,6 +136,19 @@ class EventsCollector:
             if not events or nxt == cur.since:
                 return
             cur.since = nxt
+
+    def _drain_log(self, node: str, cur: _Cursor) -> None:
+        """Read the events of `cur`'s incarnation after its cursor from the node's
+        log, to its end: the process has exited, its log is whole."""
+        cur.open = False
+        assert cur.incarnation is not None
+        log = self.backend.node_log(node)
+        events = logged_events(log, cur.incarnation) if log is not None else None
+        rest = [ev for ev in events or [] if isinstance(ev.get("seq"), int)
+                and ev["seq"] >= cur.since]
+        if rest:
+            self._record(node, cur.incarnation, rest)
+            cur.since = rest[-1]["seq"] + 1
 
     def _record(self, node: str, incarnation: str | None, events: list[dict]) -> None:
         out = []

@@ -206,6 +206,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             collector.stop()
         finally:
             backend.teardown()
+            # The clients' idle connections to this cluster lead nowhere now.
+            backend.rt.close_idle([backend.address(n) for n in backend.nodes])
             backend.collect_logs(run.path)
             history.close()
             run.write_meta(

@@ -24,6 +24,7 @@ from workloads.runtime import NotSent, Runtime
 
 class SimRuntime(Runtime):
     def __init__(self, cluster: SimCluster, address_of: Callable[[str], str]) -> None:
+        super().__init__()  # an idle-connection pool no request here uses
         self.cluster = cluster
         self.node_of = address_of  # a harness address ("sim:A") -> the node
         # Created here so that its parent is the run's own greenlet: an error in an

@@ -75,6 +75,7 @@ class _Builder:
             if kind == "truncate":
                 ln = self.truncate_line(what, part)
                 ln.removed.setdefault(offset, f.removed_at(what, offset))
+                self.halted(what, part, steps)
                 steps.append(Step(ln, f"{node} truncates it (rule {rule_of(what) or '?'})"))
             else:
                 pc, st, leo = what
@@ -125,6 +126,14 @@ class _Builder:
     def truncate_line(self, tr: Item, part: str) -> Line:
         return self.line(f"tr:{tr.id}", "truncate", tr, node=tr.node, part=part)
 
+    def halted(self, tr: Item, part: str, steps: list[Step]) -> None:
+        """Before a truncation on a broker's restart: the halt that stopped it, if
+        one did (why the broker died and had to be started again)."""
+        h = self.f.halt_before_restart(tr.node, time_ns(tr.time))
+        if h is not None:
+            ln = self.line(f"halt:{h.id}", "halt", h, node=tr.node, part=part)
+            steps.append(Step(ln, f"{tr.node} halts ({h.get('reason') or 'halt'})"))
+
     def election_line(self, el: Election) -> Line:
         return self.line(f"el:{el.item.id}", "election", el.item, node=el.leader, part=el.part)
 
@@ -148,6 +157,7 @@ class _Builder:
         if trs:
             ln = self.truncate_line(trs[-1], part)
             ln.kept.setdefault(offset, kept)
+            self.halted(trs[-1], part, steps)
             steps.append(Step(ln, f"{node}'s truncation (rule {rule_of(trs[-1]) or '?'}) "
                                   "keeps its record"))
 
@@ -222,6 +232,7 @@ class _Builder:
         for tr in removers:
             ln = self.truncate_line(tr, part)
             ln.removed.setdefault(offset, f.removed_at(tr, offset))
+            self.halted(tr, part, steps)
             steps.append(Step(ln, f"{tr.node} truncates it (rule {rule_of(tr) or '?'})"))
         if not holders and removers:
             last = max(removers, key=lambda tr: time_ns(tr.time))
@@ -366,7 +377,7 @@ def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts
                  [(r, RULES[r]) for r in named]), f
 
 
-_KIND_ORDER = {"fault": 0, "ack": 1, "resend": 2, "power-cycle": 2, "truncate": 3,
+_KIND_ORDER = {"fault": 0, "ack": 1, "resend": 2, "power-cycle": 2, "halt": 3, "truncate": 3,
                "election": 4, "final": 6}
 
 

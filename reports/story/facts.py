@@ -91,6 +91,7 @@ class RunFacts:
         self.hw_moves: dict[str, dict[str, list[Item]]] = {}
         self.flushes: dict[str, dict[str, list[Item]]] = {}
         self.starts: dict[str, list[Item]] = {}
+        self.halts: dict[str, list[Item]] = {}  # a broker that stopped itself (`halt`)
         self.controller: list[Item] = []  # broker-dead, broker-registered
         self.isr_changes: dict[str, list[Item]] = {}
         self.nemesis: list[Item] = []
@@ -118,6 +119,8 @@ class RunFacts:
             node, typ, part = it.node, it.type, part_of(fields)
             if typ == "started":
                 self.starts.setdefault(node, []).append(it)
+            elif typ == "halt":
+                self.halts.setdefault(node, []).append(it)
             elif typ in ("broker-dead", "broker-registered"):
                 self.controller.append(it)
             elif part is None:
@@ -240,6 +243,17 @@ class RunFacts:
 
     def start_before(self, node: str, t: int) -> Item | None:
         return next((s for s in reversed(self.starts.get(node, [])) if time_ns(s.time) <= t), None)
+
+    def halt_before_restart(self, node: str, t: int) -> Item | None:
+        """The halt that ended `node`'s incarnation before the one running at t: why
+        it had to be restarted (None: it was not a halt, or it has not restarted)."""
+        st = self.start_before(node, t)
+        if st is None:
+            return None
+        prev = self.start_before(node, time_ns(st.time) - 1)
+        return next((h for h in reversed(self.halts.get(node, []))
+                     if time_ns(h.time) < time_ns(st.time)
+                     and (prev is None or time_ns(h.time) > time_ns(prev.time))), None)
 
     def started_leo(self, start: Item, part: str) -> tuple[int | None, int | None]:
         for p in start.get("partitions") or []:

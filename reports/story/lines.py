@@ -20,7 +20,7 @@ class Line:
 
     key: str
     time: int | None
-    kind: str  # ack | fault | truncate | power-cycle | election | final
+    kind: str  # ack | fault | halt | truncate | power-cycle | election | final
     item: Item | None
     node: str | None = None
     part: str | None = None
@@ -76,7 +76,8 @@ class Cause:
     @property
     def explained(self) -> bool:
         """Whether a protocol step (election, truncation, power cycle, fault) is named."""
-        return bool(self.kinds & {"election", "truncate", "power-cycle", "fault", "resend"})
+        return bool(self.kinds & {"election", "truncate", "power-cycle", "fault", "resend",
+                                  "halt"})
 
 
 @dataclass

@@ -114,6 +114,20 @@ def _truncate_text(ln: Line, it: Item, f: RunFacts) -> str:
     return text + "."
 
 
+def _halt_text(it: Item, f: RunFacts, part: str) -> str:
+    """Why a broker died by itself: the rule that stopped it, in Kafka's words."""
+    node = it.node
+    if it.get("reason") != "offset-out-of-range":
+        return f"{node} halts ({it.get('reason') or 'no reason given'}) and exits."
+    bec = f.became_before(node, part, time_ns(it.time))
+    leader = bec.get("leader") if bec is not None and bec.type == "became-follower" else None
+    return (f"{node} halts: its leader{f' {leader}' if leader else ''} answers a fetch with "
+            f"OFFSET_OUT_OF_RANGE, its LEO {it.get('leader_leo')} below {node}'s own "
+            f"LEO {it.get('leo')}, and with unclean leader election off Kafka stops the broker "
+            "rather than truncate records away (ReplicaFetcherThread.handleOffsetOutOfRange, "
+            f"0.10–2.0). {node} shuts down and stays down until it is started again.")
+
+
 def _election_text(ln: Line, el: Election, f: RunFacts) -> str:
     how = (f"unclean: {el.leader} was not in the ISR" if el.unclean
            else f"clean, ISR {','.join(el.isr)}" if el.isr else "clean")
@@ -189,6 +203,8 @@ def line_text(ln: Line, f: RunFacts) -> str:
                 "second time (a resend whose first attempt went through), and it appends "
                 f"the records again: {ln.part} holds {held}. No idempotent producer "
                 "(KIP-98) tells the copy apart.")
+    if ln.kind == "halt" and it is not None:
+        return _halt_text(it, f, ln.part or "")
     if ln.kind == "truncate" and it is not None:
         return _truncate_text(ln, it, f)
     if ln.kind == "election" and it is not None:
