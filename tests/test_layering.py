@@ -28,7 +28,8 @@ FORBIDDEN: dict[str, set[str]] = {
 }
 # The harness modules that hand runs to the checker and render reports: the CLI's
 # (harness/cli/: checks.py, the batch check and reports; one module per command).
-WIRING = ["harness/cli/__init__.py", "harness/cli/cellrun.py", "harness/cli/chaos.py", "harness/cli/check.py",
+WIRING = ["harness/cli/__init__.py", "harness/cli/cellrun.py", "harness/cli/chaos.py",
+          "harness/cli/check.py",
           "harness/cli/checker.py", "harness/cli/checks.py", "harness/cli/flags.py",
           "harness/cli/nightly.py", "harness/cli/reproduce.py", "harness/cli/shrink.py",
           "harness/cli/swarm.py"]
