@@ -127,7 +127,9 @@ def test_not_utf8(tmp_path: Path, rel: str) -> None:
     raw[1] = raw[1].replace(b'"t"', b'"t\xff"', 1)
     (run / rel).write_bytes(b"\n".join(raw))
     e = error_of(run)
-    assert (e.file, e.line) == (rel, 2) and "not UTF-8 (byte 0xff" in str(e)
+    offset = b"\n".join(raw).index(b"\xff")
+    assert (e.file, e.line) == (rel, 2)
+    assert str(e).endswith(f": {rel} line 2: byte 0xff at offset {offset} is not UTF-8")
 
 
 # -- found by the Spark scan ---------------------------------------------------

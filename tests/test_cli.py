@@ -177,7 +177,9 @@ def test_scenario_not_utf8_names_the_line(tmp_path: Path) -> None:
     text = (TESTS / "data" / "single-broker.yaml").read_text()
     bad.write_bytes(text.replace("One broker;", "Caf\u00e9 broker;").encode("latin-1"))
     line = quick_usage_error(str(bad), "--protocol", "0.11", "--runs-dir", str(tmp_path))
-    assert line == f"isrlab: {bad}:2: not UTF-8 (byte 0xe9 at column 17); save the file as UTF-8"
+    offset = text.index("One broker;") + len("Caf")
+    assert line == (f"isrlab: {bad}:2: byte 0xe9 at offset {offset} is not UTF-8; save the file "
+                    "as UTF-8")
 
 
 def test_directory_is_not_a_scenario_file(tmp_path: Path) -> None:
