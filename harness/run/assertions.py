@@ -5,7 +5,10 @@ result goes to check/assertions.json next to the checker's summary.
 
 A failed assertion makes the run's verdict `invalid`, as an unexpected anomaly
 does; a run that did not finish (or the checker could not read) keeps its verdict
-and its assertions are not judged.
+and its assertions are not judged. What judge reads is read by contract.rundir:
+a run.json `assertions` that is not as the harness writes it, or a summary.json
+that is not UTF-8 JSON, is a RunDirError naming the file and line (the CLI sets
+that one run aside as `error`).
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, SUMMARY_JSON
-from contract.rundir import read_events, read_history, read_meta
+from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, RUN_JSON, SUMMARY_JSON
+from contract.rundir import RunDirError, read_events, read_history, read_json
 
 # The checker's verdict names (checker.verdict; the harness does not import the
 # checker outside the CLI modules, tests/test_layering.py).
@@ -138,28 +141,63 @@ def describe(a: dict[str, Any]) -> str:
     return f"{a['figure']} {ops}"
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _assertions(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """run.json and its `assertions`, each checked for the shape the harness writes
+    ({figure, one or more of eq..ge with a number}): RunDirError otherwise."""
+    meta, text = read_json(run_dir, RUN_JSON)
+    if not isinstance(meta, dict):
+        raise RunDirError(run_dir, RUN_JSON, "expected a JSON object", 1)
+    raw = meta.get("assertions") or []
+    at = text.find('"assertions"')
+    line = text.count("\n", 0, at) + 1 if at >= 0 else None
+    if not isinstance(raw, list):
+        raise RunDirError(run_dir, RUN_JSON, "assertions: expected a list", line)
+    for i, a in enumerate(raw):
+        if not (isinstance(a, dict) and isinstance(a.get("figure"), str)
+                and any(op in a for op in _OPS) and all(_number(a[op]) for op in _OPS if op in a)):
+            raise RunDirError(run_dir, RUN_JSON, f"assertions[{i}]: expected a figure's name and "
+                              f"a number for one or more of {', '.join(_OPS)}", line)
+    return meta, raw
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    """The checker's check/summary.json ({} if there is none)."""
+    rel = f"{CHECK}/{SUMMARY_JSON}"
+    if not (run_dir / rel).exists():
+        return {}
+    summary, _ = read_json(run_dir, rel)
+    if not isinstance(summary, dict):
+        raise RunDirError(run_dir, rel, "expected a JSON object", 1)
+    return summary
+
+
 def judge(run_dir: Path, verdict: str) -> tuple[str, list[str]]:
     """(the verdict with the run's assertions, messages of the failed ones), and
     check/assertions.json written. Reads run.json `assertions` and the checker's
     check/summary.json; a run without assertions keeps its verdict. Every command
     that checks a run judges it before rendering its report, which shows the
-    assertions when assertions.json belongs to the same check (`checked_at`)."""
-    meta = read_meta(run_dir)
-    assertions = meta.get("assertions") or []
+    assertions when assertions.json belongs to the same check (`checked_at`).
+    RunDirError: run.json or summary.json cannot be read or is not as written."""
     out = run_dir / CHECK / ASSERTIONS_JSON
+    out.unlink(missing_ok=True)  # an earlier check's judgement no longer holds
+    meta, assertions = _assertions(run_dir)
     if not assertions or verdict in (INCOMPLETE, ERROR):
-        out.unlink(missing_ok=True)  # an earlier check's judgement no longer holds
         return verdict, []
-    summary_path = run_dir / CHECK / SUMMARY_JSON
-    summary: dict[str, Any] = {}
-    if summary_path.exists():
-        summary = json.loads(summary_path.read_text())
+    summary = _summary(run_dir)
     figures: dict[str, Any] = dict(summary.get("figures") or {})
-    figures.update(harness_figures(run_dir))
+    own = harness_figures(run_dir)
+    figures.update(own)
     where = meta.get("scenario_file", "scenario")
     results, failed = [], []
     for a in assertions:
         have = figures.get(a["figure"], 0)
+        if not _number(have):
+            raise RunDirError(run_dir, f"{CHECK}/{SUMMARY_JSON}",
+                              f"figures.{a['figure']}: expected a number, got {have!r}")
         ok = all(_OPS[op](have, a[op]) for op in _OPS if op in a)
         results.append({**a, "value": have, "ok": ok, "text": describe(a)})
         if not ok:
@@ -170,6 +208,6 @@ def judge(run_dir: Path, verdict: str) -> tuple[str, list[str]]:
     out.write_text(json.dumps({"checked_at": summary.get("checked_at"),
                                "verdict_before": verdict, "verdict": judged,
                                "assertions": results, "failed": failed,
-                               "figures": {k: figures.get(k) for k in harness_figures(run_dir)}},
+                               "figures": own},
                               indent=1, default=str))
     return judged, failed
