@@ -137,7 +137,12 @@ def _convert(node: Node, path: Path, loader: _Loader) -> Any:
         s = LocSeq(_convert(item, path, loader) for item in node.value)
         s.line, s.item_lines = _line(node), [_line(item) for item in node.value]
         return s
-    return loader.construct_object(node)
+    try:
+        return loader.construct_object(node)
+    except yaml.YAMLError:
+        raise
+    except Exception:  # noqa: BLE001 - an explicit tag its value does not fit: `!!int x`
+        raise ScenarioError(path, _line(node), f"{node.value!r} is no {node.tag}") from None
 
 
 def load(path: Path) -> Any:

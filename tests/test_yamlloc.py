@@ -100,6 +100,16 @@ def test_bytes_are_bounded_before_anything_is_parsed(tmp_path: Path) -> None:
         load(Path("/dev/zero"))
 
 
+@pytest.mark.parametrize("tagged", ["!!int x", "!!float b", "!!timestamp 2001-13-45",
+                                    "!!bool maybe"])
+def test_an_explicit_tag_its_value_does_not_fit(tmp_path: Path, tagged: str) -> None:
+    """PyYAML's constructors raise ValueError and worse for these: a FILE:LINE."""
+    err = refused(tmp_path, f"ok: 1\nbad: {tagged}\n")
+    tag, value = tagged.split(" ", 1)
+    assert err.line == 2 and err.message.startswith(f"{value.strip(chr(39))!r} is no "
+                                                    "tag:yaml.org,2002:"), err.message
+
+
 def _run_bounded(args: list[str], limit: int) -> tuple[subprocess.CompletedProcess, float, int]:
     """`isrlab ARGS` under an address-space limit: (the result, seconds, its own
     peak RSS in MB, from wait4: not the suite's biggest child)."""
