@@ -116,6 +116,26 @@ def test_unknown_role(tmp_path: Path) -> None:
     assert e.line is not None
 
 
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("epoch_cache", [[0]], "partitions[0].epoch_cache: expected [[epoch, start offset], ...]"),
+    ("epoch_cache", [["0", 0]], "partitions[0].epoch_cache: expected [[epoch, start offset]"),
+    ("isr", True, "partitions[0].isr: expected a list of brokers"),
+    ("leader_epoch", "1", "partitions[0].leader_epoch: expected an integer or null"),
+    ("hw", 1 << 63, "partitions[0].hw: expected an integer"),
+    ("partition", 1 << 31, "partitions[0].partition: expected an integer"),
+])
+def test_a_state_field_not_as_written(tmp_path: Path, field: str, value, message: str) -> None:
+    """Fields the checker hands to Spark as typed columns: a ValueError or
+    TypeError out of the batch before (found by fuzzing the run-directory reader)."""
+    run = small(RunBuilder(tmp_path / "run"))
+    p = run / "replicas/A/state.json"
+    state = json.loads(p.read_text())
+    state["partitions"][0][field] = value
+    p.write_text(json.dumps(state))
+    e = error_of(run)
+    assert e.file == "replicas/A/state.json" and message in str(e)
+
+
 @pytest.mark.parametrize("rel", ["history.jsonl", "events.jsonl", "replicas/A/log.jsonl"])
 def test_not_utf8(tmp_path: Path, rel: str) -> None:
     """Spark would read the byte as U+FFFD; the run is set aside before it starts."""

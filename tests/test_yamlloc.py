@@ -106,8 +106,7 @@ def test_an_explicit_tag_its_value_does_not_fit(tmp_path: Path, tagged: str) -> 
     """PyYAML's constructors raise ValueError and worse for these: a FILE:LINE."""
     err = refused(tmp_path, f"ok: 1\nbad: {tagged}\n")
     tag, value = tagged.split(" ", 1)
-    assert err.line == 2 and err.message.startswith(f"{value.strip(chr(39))!r} is no "
-                                                    "tag:yaml.org,2002:"), err.message
+    assert err.line == 2 and err.message.startswith(f"{value!r} is no tag:yaml.org,2002:")
 
 
 def _run_bounded(args: list[str], limit: int) -> tuple[subprocess.CompletedProcess, float, int]:
