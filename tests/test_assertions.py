@@ -118,3 +118,25 @@ def test_a_summary_json_not_utf8_names_its_line_and_offset(tmp_path: Path) -> No
         judge(run, "valid")
     assert str(e.value) == (f"run {run}: check/summary.json line 3: byte 0xe9 at offset "
                             f"{offset} is not UTF-8")
+
+
+def test_a_record_without_the_fields_a_figure_reads_names_its_line(tmp_path: Path) -> None:
+    """The checker does not need an event's `new` or a send's `time` to be a
+    number; the figures do (a KeyError or TypeError out of the batch before)."""
+    run = _judged_run(tmp_path, [{"figure": "hw_stall_ms", "le": 100}])
+    ok = {"type": "hw-advance", "node": "A", "topic": "t", "partition": 0, "time": 5 * MS,
+          "new": 1}
+    (run / "events.jsonl").write_text(json.dumps(ok) + "\n\n" + json.dumps(
+        {**ok, "new": None}) + "\n")
+    with pytest.raises(RunDirError) as e:
+        judge(run, "valid")
+    assert str(e.value) == (f"run {run}: events.jsonl line 3: a hw-advance event without a "
+                            "numeric 'new'")
+    (run / "events.jsonl").write_text("")
+    history = _send(1, 0, 10, "ok", 0)
+    history[1]["time"] = "10 ms"
+    (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in history))
+    with pytest.raises(RunDirError) as e:
+        judge(run, "valid")
+    assert (e.value.file, e.value.line) == ("history.jsonl", 2)
+    assert e.value.message == "a send op without a numeric 'time'"

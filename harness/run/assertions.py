@@ -13,12 +13,13 @@ that one run aside as `error`).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, RUN_JSON, SUMMARY_JSON
+from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, EVENTS, HISTORY, RUN_JSON, SUMMARY_JSON
 from contract.rundir import RunDirError, read_events, read_history, read_json
 
 # The checker's verdict names (checker.verdict; the harness does not import the
@@ -32,13 +33,49 @@ _SYMBOL = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 def harness_figures(run_dir: Path) -> dict[str, Any]:
-    """hw_stall_ms, unavailable_ms, offline_ms, isr_rejoins of one run."""
+    """hw_stall_ms, unavailable_ms, offline_ms, isr_rejoins of one run
+    (RunDirError for a record without the fields they are computed from)."""
     history = read_history(run_dir)
     events = read_events(run_dir)
+    _check_fields(run_dir, history, events)
     return {"hw_stall_ms": _hw_stall_ms(history, events),
             "unavailable_ms": _unavailable_ms(history),
             "offline_ms": _offline_ms(events),
             "isr_rejoins": _isr_rejoins(events)}
+
+
+def _check_fields(run_dir: Path, history: list[dict[str, Any]],
+                  events: list[dict[str, Any]]) -> None:
+    """The fields the figures read, where the checker does not require them: a
+    send's `time`; an event's `time`, a hw-advance's `new`, an ISR change's
+    `old`/`new` broker lists. RunDirError at the first record without them."""
+    def names(v: Any) -> bool:
+        return v is None or isinstance(v, list) and all(isinstance(b, str) for b in v)
+
+    for n, op in enumerate(history):
+        if op.get("f") == "send" and not _number(op.get("time")):
+            raise _bad_record(run_dir, HISTORY, n, "a send op without a numeric 'time'")
+    for n, e in enumerate(events):
+        t = e.get("type")
+        if t in _FIGURE_EVENTS and not _number(e.get("time")):
+            raise _bad_record(run_dir, EVENTS, n, f"a {t} event without a numeric 'time'")
+        if t == "hw-advance" and not _number(e.get("new")):
+            raise _bad_record(run_dir, EVENTS, n, "a hw-advance event without a numeric 'new'")
+        if t in ("isr-shrink", "isr-expand") and not (names(e.get("old")) and names(e.get("new"))):
+            raise _bad_record(run_dir, EVENTS, n, f"an {t} event whose 'old' or 'new' is not a "
+                                                  "list of brokers")
+
+
+_FIGURE_EVENTS = ("hw-advance", "leader-offline", "leader-elected")
+
+
+def _bad_record(run_dir: Path, rel: str, n: int, message: str) -> RunDirError:
+    """RunDirError at the line of read_jsonl's n-th (0-based) record, blank lines
+    skipped (error path only: the file is read again to count them)."""
+    with (run_dir / rel).open("rb") as fh:
+        lines = (i for i, raw in enumerate(fh, 1) if raw.strip())
+        line = next(itertools.islice(lines, n, None), None)
+    return RunDirError(run_dir, rel, message, line)
 
 
 def _ms(ns: float) -> float:
