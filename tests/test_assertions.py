@@ -140,3 +140,13 @@ def test_a_record_without_the_fields_a_figure_reads_names_its_line(tmp_path: Pat
         judge(run, "valid")
     assert (e.value.file, e.value.line) == ("history.jsonl", 2)
     assert e.value.message == "a send op without a numeric 'time'"
+
+
+def test_a_process_or_topic_json_holds_as_a_list_is_still_a_key(tmp_path: Path) -> None:
+    """The checker reads `process` and `topic` as text, so JSON may hold them as a
+    list; the figures key on them too (an unhashable list was a TypeError)."""
+    history = _send(1, 0, 10, "ok", 0) + _send(1, 20, 30, "fail") + _send(1, 500, 520, "ok", 1)
+    for op in history:
+        op["process"], op["topic"] = ["p", 1], ["t"]
+    figures = harness_figures(_write(tmp_path / "r", history, []))
+    assert figures["unavailable_ms"] == 500.0

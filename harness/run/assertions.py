@@ -55,6 +55,8 @@ def _check_fields(run_dir: Path, history: list[dict[str, Any]],
     for n, op in enumerate(history):
         if op.get("f") == "send" and not _number(op.get("time")):
             raise _bad_record(run_dir, HISTORY, n, "a send op without a numeric 'time'")
+        if op.get("f") == "send" and op.get("offset") is not None and not _number(op["offset"]):
+            raise _bad_record(run_dir, HISTORY, n, "a send op whose 'offset' is not a number")
     for n, e in enumerate(events):
         t = e.get("type")
         if t in _FIGURE_EVENTS and not _number(e.get("time")):
@@ -78,6 +80,14 @@ def _bad_record(run_dir: Path, rel: str, n: int, message: str) -> RunDirError:
     return RunDirError(run_dir, rel, message, line)
 
 
+def _key(record: dict[str, Any], *fields: str) -> Any:
+    """The record's fields as a dict key: a value the checker reads as text but
+    JSON may hold as a list or object (a process, a topic) by its JSON text."""
+    values = tuple(v if v is None or isinstance(v, str | int | float) else
+                   json.dumps(v, sort_keys=True) for v in map(record.get, fields))
+    return values[0] if len(values) == 1 else values
+
+
 def _ms(ns: float) -> float:
     return round(ns / 1e6, 1)
 
@@ -90,9 +100,9 @@ def _send_completions(history: list[dict[str, Any]]
         if op.get("f") != "send":
             continue
         if op.get("type") == "invoke":
-            invokes[op.get("process")] = op["time"]
+            invokes[_key(op, "process")] = op["time"]
         else:
-            yield invokes.pop(op.get("process"), None), op
+            yield invokes.pop(_key(op, "process"), None), op
 
 
 def _hw_stall_ms(history: list[dict[str, Any]], events: list[dict[str, Any]]) -> float:
@@ -102,13 +112,13 @@ def _hw_stall_ms(history: list[dict[str, Any]], events: list[dict[str, Any]]) ->
     advances: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for e in events:
         if e.get("type") == "hw-advance":
-            advances.setdefault((e.get("topic"), e.get("partition")), []).append(
+            advances.setdefault(_key(e, "topic", "partition"), []).append(
                 (e["time"], e["new"]))
     worst = 0
     for start, op in _send_completions(history):
         if op.get("type") != "ok" or start is None or op.get("offset") is None:
             continue
-        for t, new in advances.get((op.get("topic"), op.get("partition")), []):
+        for t, new in advances.get(_key(op, "topic", "partition"), []):
             if t >= start and new > op["offset"]:
                 worst = max(worst, t - start)
                 break
@@ -144,7 +154,7 @@ def _offline_ms(events: list[dict[str, Any]]) -> float:
     for e in events:
         if e.get("node") != CONTROLLER:
             continue
-        key = (e.get("topic"), e.get("partition"))
+        key = _key(e, "topic", "partition")
         if e.get("type") == "leader-offline":
             down.setdefault(key, e["time"])
         elif e.get("type") == "leader-elected" and key in down:
@@ -161,7 +171,7 @@ def _isr_rejoins(events: list[dict[str, Any]]) -> int:
         # The leader's events (old/new); the controller's name the new ISR `isr`.
         if e.get("type") not in ("isr-shrink", "isr-expand") or e.get("node") == CONTROLLER:
             continue
-        key = (e.get("topic"), e.get("partition"))
+        key = _key(e, "topic", "partition")
         old, new = set(e.get("old") or []), set(e.get("new") or [])
         if e.get("type") == "isr-shrink":
             out |= {(*key, r) for r in old - new}
@@ -207,8 +217,8 @@ def _summary(run_dir: Path) -> dict[str, Any]:
     if not (run_dir / rel).exists():
         return {}
     summary, _ = read_json(run_dir, rel)
-    if not isinstance(summary, dict):
-        raise RunDirError(run_dir, rel, "expected a JSON object", 1)
+    if not isinstance(summary, dict) or not isinstance(summary.get("figures") or {}, dict):
+        raise RunDirError(run_dir, rel, "expected a JSON object with an object 'figures'", 1)
     return summary
 
 
