@@ -162,8 +162,12 @@ def test_a_history_byte_not_utf8_is_that_error_while_spark_checks_the_rest(tmp_p
     process it read as `unknown op f="partition"` (a wrong reason), inside a send's
     label it passed unseen (a field the checker does not parse). Each such run is
     set aside naming the line and byte offset (contract.rundir.check_utf8, before
-    Spark reads the lines), while the run beside them is checked by Spark."""
+    Spark reads the lines), while the run beside them is checked by Spark -- its
+    last line cut inside a character, which Spark and Python both decode to
+    U+FFFD: a cut-off line, not a bad byte."""
     good = small(RunBuilder(tmp_path / "good"))
+    with (good / "history.jsonl").open("ab") as fh:
+        fh.write('{"index": 99, "time": 99000000, "process": 0, "label": "café'.encode()[:-1])
     rb = RunBuilder(tmp_path / "nemesis")
     rb._op("nemesis", "invoke", "partition", value={"A": ["B"]})
     rb._op("nemesis", "info", "partition", value={"A": ["B"]})
@@ -181,7 +185,9 @@ def test_a_history_byte_not_utf8_is_that_error_while_spark_checks_the_rest(tmp_p
         assert old in raw
         (run / "history.jsonl").write_bytes(raw.replace(old, new, 1))
     results = {r.run_dir: r for r in check_runs([tmp_path])}
-    assert results[good.resolve()].verdict == "valid"
+    ok = results[good.resolve()]
+    assert (ok.verdict, ok.error) == ("valid", None)
+    assert [(t["file"], t["line"]) for t in ok.summary["truncated"]] == [("history.jsonl", 7)]
     for run in spoilt:
         r = results[run.resolve()]
         raw = (run / "history.jsonl").read_bytes()
