@@ -7,7 +7,11 @@ against the format's vocabulary; a run with a bad line is set aside with a
 RunDirError naming run, file and line (its first bad line: Inputs.bad) and its
 rows are dropped, so the rest of the batch is checked as if it had not been
 given. A torn last line (contract.rundir.torn_tail) is excluded from the data
-and reported, not an error.
+and reported, not an error. Spark's readers decode a byte that is not UTF-8 as
+U+FFFD, which would pass for text that was written (a label) or for another
+value (`unknown op f="partition"` for a process "nemes\ufffdis"): no such file
+gets here, checker.rundir.read_rundir has set its run aside at that byte
+(contract.rundir.check_utf8).
 
 Each input is parsed once and kept (a local checkpoint: typed rows in memory,
 spilling to disk) for the queries that read it. The first of them,

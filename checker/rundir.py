@@ -113,6 +113,18 @@ def _validate_meta(run: Path, meta: Any, text: str) -> dict[str, Any]:
 _STATE_INT_FIELDS = ("partition", "leo", "hw")
 
 
+def _int(v: Any, bits: int = 64) -> bool:
+    """An integer that fits the states' Spark column (64-bit; partition 32-bit)."""
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << (bits - 1)) <= v < \
+        1 << (bits - 1)
+
+
+def _pairs(v: Any) -> bool:
+    """An epoch cache: [[epoch, start offset], ...]."""
+    return isinstance(v, list) and all(isinstance(e, list) and len(e) == 2 and all(map(_int, e))
+                                       for e in v)
+
+
 def _validate_state(run: Path, broker: str, state: Any, text: str) -> list[dict[str, Any]]:
     rel = f"{REPLICAS}/{broker}/{STATE}"
     if not isinstance(state, dict) or not isinstance(state.get("partitions"), list):
@@ -125,8 +137,16 @@ def _validate_state(run: Path, broker: str, state: Any, text: str) -> list[dict[
             if p.get(key) is None:
                 raise RunDirError(run, rel, f"partitions[{i}]: missing field {key!r}")
         for key in _STATE_INT_FIELDS:
-            if not isinstance(p[key], int):
+            if not _int(p[key], 32 if key == "partition" else 64):
                 raise RunDirError(run, rel, f"partitions[{i}].{key}: expected an integer")
+        for key in ("leader_epoch", "hw_checkpoint"):
+            if p.get(key) is not None and not _int(p[key]):
+                raise RunDirError(run, rel, f"partitions[{i}].{key}: expected an integer or null")
+        if not isinstance(p.get("isr") or [], list):
+            raise RunDirError(run, rel, f"partitions[{i}].isr: expected a list of brokers")
+        if not _pairs(p.get("epoch_cache") or []):
+            raise RunDirError(run, rel, f"partitions[{i}].epoch_cache: expected "
+                                        "[[epoch, start offset], ...]")
         if p["role"] not in ROLES:
             raise RunDirError(
                 run,

@@ -1,7 +1,8 @@
 """isrlab's vocabulary: the names shared by the run directory, scenarios, the
 harness, the checker and the reports, each defined once (docs/run-directory.md,
 docs/anomalies.md). The protocol versions are the broker's own list. Reading and
-writing a run directory is contract.rundir's.
+writing a run directory is contract.rundir's; decoding any file isrlab reads,
+contract.utf8's.
 """
 
 from __future__ import annotations

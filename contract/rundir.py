@@ -37,6 +37,7 @@ from contract import (
     REPLICAS,
     RUN_JSON,
     STATE,
+    utf8,
 )
 
 __all__ = [
@@ -230,15 +231,13 @@ def discover(paths: Iterable[Path]) -> list[Path]:
 # -- reading ------------------------------------------------------------------------
 
 
-def _decode(run: Path, rel: str, raw: bytes, first_line: int = 1) -> str:
-    """raw as UTF-8; a RunDirError at the line of its first byte that is not."""
+def _decode(run: Path, rel: str, raw: bytes, first_line: int = 1, offset: int = 0) -> str:
+    """raw as UTF-8 (contract.utf8); a RunDirError at the line of its first byte
+    that is not. ``first_line``, ``offset``: where raw starts in the file."""
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = first_line + raw.count(b"\n", 0, e.start)
-        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise RunDirError(run, rel, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column "
-                                    f"{column})", line) from None
+        return utf8.decode(raw, first_line=first_line, offset=offset)
+    except utf8.NotUTF8 as e:
+        raise RunDirError(run, rel, str(e), e.line) from None
 
 
 def read_json(run: Path, rel: str) -> tuple[Any, str]:
@@ -335,7 +334,7 @@ def check_utf8(run: Path, rel: str) -> None:
     run, a torn last line aside: for the checker, whose Spark scan would take such
     a byte for U+FFFD where read_jsonl refuses it. Reads the file in blocks of
     whole lines."""
-    lines = 0
+    lines = offset = 0
     with (Path(run) / rel).open("rb") as fh:
         while block := fh.read(1 << 20) + fh.readline():
             try:
@@ -344,8 +343,9 @@ def check_utf8(run: Path, rel: str) -> None:
                 last = block.rfind(b"\n") + 1  # where the block's last line starts
                 at_end = not block.endswith(b"\n")  # only the file's end has no newline
                 if not (at_end and e.start >= last and _is_torn(block[last:])):
-                    _decode(run, rel, block, lines + 1)  # raises, naming the line
+                    _decode(run, rel, block, lines + 1, offset)  # raises, naming the line
             lines += block.count(b"\n")
+            offset += len(block)
 
 
 def read_jsonl(run: Path, rel: str) -> list[dict[str, Any]]:

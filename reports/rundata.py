@@ -13,6 +13,7 @@ from contract.rundir import (
     RunDirError,
     read_events,
     read_history,
+    read_json,
     read_log,
     read_meta,
     read_state,
@@ -66,14 +67,14 @@ def load(run_dir: Path) -> RunData:
     if not (check / SUMMARY_JSON).is_file() or not (check / ANOMALIES_JSON).is_file():
         raise RunDirError(run_dir, f"{CHECK}/{SUMMARY_JSON}", "missing: check the run first")
     meta = read_meta(run_dir)
-    summary = json.loads((check / SUMMARY_JSON).read_text())
+    summary, _ = read_json(run_dir, f"{CHECK}/{SUMMARY_JSON}")
     judged = _check_object(check / ASSERTIONS_JSON)
     asserted: list[dict[str, Any]] = []
     if judged is not None and judged.get("checked_at") == summary.get("checked_at"):
         # The verdict with the figure assertions is the run's verdict.
         summary = {**summary, "verdict": judged.get("verdict", summary.get("verdict"))}
         asserted = [a for a in judged.get("assertions") or [] if isinstance(a, dict)]
-    anomalies = json.loads((check / ANOMALIES_JSON).read_text())
+    anomalies, _ = read_json(run_dir, f"{CHECK}/{ANOMALIES_JSON}")
     logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     states: dict[str, dict[str, dict[str, Any]]] = {}
     replicas: dict[str, Replica] = {}

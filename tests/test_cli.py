@@ -177,7 +177,9 @@ def test_scenario_not_utf8_names_the_line(tmp_path: Path) -> None:
     text = (TESTS / "data" / "single-broker.yaml").read_text()
     bad.write_bytes(text.replace("One broker;", "Caf\u00e9 broker;").encode("latin-1"))
     line = quick_usage_error(str(bad), "--protocol", "0.11", "--runs-dir", str(tmp_path))
-    assert line == f"isrlab: {bad}:2: not UTF-8 (byte 0xe9 at column 17); save the file as UTF-8"
+    offset = text.index("One broker;") + len("Caf")
+    assert line == (f"isrlab: {bad}:2: byte 0xe9 at offset {offset} is not UTF-8; save the file "
+                    "as UTF-8")
 
 
 def test_directory_is_not_a_scenario_file(tmp_path: Path) -> None:
@@ -510,37 +512,53 @@ def test_check_batch_with_a_malformed_run(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_check_batch_with_a_run_json_not_utf8(tmp_path: Path) -> None:
-    """A byte that is not UTF-8 in one run's run.json: that run is set aside as
-    `error`, one line naming its file and line; the good one is still checked
-    (verdict, report, index, JUnit case) and the batch exits 2, never a traceback."""
+    """A byte that is not UTF-8 in one run's run.json, and a run.json `assertions`
+    that is not as the harness writes it in another (the judge compared a number
+    with a str: a traceback, no index, no JUnit): each of those runs is set aside
+    as `error`, one line naming its run, file and line; the good one is still
+    checked and judged (verdict, report, index, JUnit case) and the batch exits
+    2, never a traceback."""
     from conftest_spark import clean
 
+    asserted = [{"figure": "sends", "ge": 1, "line": 9}]
     tree = tmp_path / "nightly"
-    good = clean(tree, "clean", [], None).write().resolve()
+    rb = clean(tree, "clean", [], None)
+    rb.meta["assertions"] = asserted
+    good = rb.write().resolve()
     bad = synthetic_run(tree / "not-utf8").resolve()
     raw = (bad / "run.json").read_bytes()
     at = raw.index(b'"protocol"')
     (bad / "run.json").write_bytes(raw[:at] + b'"description": "caf\xe9",\n  ' + raw[at:])
     line = raw.count(b"\n", 0, at) + 1
-    column = at - raw.rfind(b"\n", 0, at) + len('"description": "caf')
+    offset = at + len('"description": "caf')
+    odd = synthetic_run(tree / "odd-assertion").resolve()
+    meta = json.loads((odd / "run.json").read_text())
+    meta["assertions"] = [*asserted, {"figure": "sends", "ge": "many", "line": 10}]
+    (odd / "run.json").write_text(json.dumps(meta, indent=2))
+    odd_line = (odd / "run.json").read_text().split("\n").index('  "assertions": [') + 1
     junit = tmp_path / "junit.xml"
     r = isrlab("check", str(tree), "--junit", str(junit))
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert r.stderr.splitlines() == [f"isrlab: run {bad}: run.json line {line}: not UTF-8 "
-                                     f"(byte 0xe9 at column {column})"], r.stderr
+    assert r.stderr.splitlines() == [
+        f"isrlab: run {bad}: run.json line {line}: byte 0xe9 at offset {offset} is not UTF-8",
+        f"isrlab: run {odd}: run.json line {odd_line}: assertions[1]: expected a figure's name "
+        "and a number for one or more of eq, ne, lt, le, gt, ge"], r.stderr
     out = r.stdout.splitlines()
-    for verdict, run in (("valid", good), ("error", bad)):
+    for verdict, run in (("valid", good), ("error", bad), ("error", odd)):
         assert f"{verdict:15} {run}" in out, r.stdout
     assert (good / "check" / "report.html").is_file()
-    assert not (bad / "check" / "report.html").exists()
-    summary = json.loads((bad / "check" / "summary.json").read_text())
-    assert (summary["verdict"], summary["error_file"], summary["error_line"]) == (
-        "error", "run.json", line)
+    judged = json.loads((good / "check" / "assertions.json").read_text())
+    assert judged["verdict"] == "valid" and judged["assertions"][0]["ok"] is True
+    for run, at_line in ((bad, line), (odd, odd_line)):
+        assert not (run / "check" / "report.html").exists()
+        summary = json.loads((run / "check" / "summary.json").read_text())
+        assert (summary["verdict"], summary["error_file"], summary["error_line"]) == (
+            "error", "run.json", at_line)
     index = (tree / "index.html").read_text()
-    assert "2 runs" in index and "not-utf8" in index
+    assert "3 runs" in index and "not-utf8" in index and "odd-assertion" in index
     xml = junit.read_text()
-    assert 'tests="2" failures="0" errors="1"' in xml
-    assert xml.count("<error ") == 1 and 'type="error"' in xml
+    assert 'tests="3" failures="0" errors="2"' in xml
+    assert xml.count("<error ") == 2 and 'type="error"' in xml
 
 
 @pytest.mark.spark

@@ -139,10 +139,10 @@ def test_a_byte_that_is_not_utf8_names_file_and_line(tmp_path: Path, rel: str, r
     raw = path.read_bytes().split(b"\n")
     raw[1] = raw[1].replace(b'"', b'"\xff', 1)  # on line 2, after its first quote
     path.write_bytes(b"\n".join(raw))
-    column = raw[1].index(b"\xff") + 1
+    offset = b"\n".join(raw).index(b"\xff")
     e = error(read, run)
     assert (e.run, e.file, e.line) == (str(run), rel, 2)
-    assert str(e) == f"run {run}: {rel} line 2: not UTF-8 (byte 0xff at column {column})"
+    assert str(e) == f"run {run}: {rel} line 2: byte 0xff at offset {offset} is not UTF-8"
 
 
 @pytest.mark.parametrize("rel", ["history.jsonl", "events.jsonl", "replicas/B/log.jsonl"])
@@ -157,6 +157,8 @@ def test_check_utf8_gives_the_same_error_as_reading(tmp_path: Path, rel: str) ->
     path.write_bytes(padding * 1100 + first.replace(b'"', b'"\xff', 1))
     e = error(check_utf8, run, rel)
     assert (e.file, e.line) == (rel, 1101)
+    offset = len(padding) * 1100 + first.index(b'"') + 1
+    assert f"byte 0xff at offset {offset} is not UTF-8" in str(e)
     assert str(e) == str(error(read_jsonl, run, rel))
 
 

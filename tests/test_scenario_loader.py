@@ -172,18 +172,19 @@ def test_not_a_mapping_and_empty(tmp_path: Path) -> None:
     assert "empty" in str(error_of(tmp_path, ""))
 
 
-@pytest.mark.parametrize(("bad", "line", "column"), [
-    (b"\xff", 1, 1),             # the very first byte
-    (b"\xe9", 2, 17),            # latin-1 e-acute inside "description: Caf?"
-    (b"\xe2\x82", 2, 17),        # a UTF-8 sequence cut short
+@pytest.mark.parametrize(("bad", "line", "named"), [
+    (b"\xff", 1, "byte 0xff"),               # the very first byte
+    (b"\xe9", 2, "byte 0xe9"),               # latin-1 e-acute inside "description: Caf?"
+    (b"\xe2\x82", 2, "bytes 0xe2 0x82"),     # a UTF-8 character cut short
 ])
-def test_not_utf8_names_the_line_of_the_first_bad_byte(tmp_path: Path, bad: bytes, line: int,
-                                                       column: int) -> None:
+def test_not_utf8_names_the_line_and_offset_of_the_first_bad_byte(
+        tmp_path: Path, bad: bytes, line: int, named: str) -> None:
     raw = GOOD.encode()
     if line == 1:
         raw = bad + raw
     else:
         raw = raw.replace(b"description: a test", b"description: Caf" + bad + b" a test", 1)
+    offset = raw.index(bad)
     raw += b"# and more: \xff\n"  # a later bad byte is not the one named
     p = tmp_path / "s.yaml"
     p.write_bytes(raw)
@@ -191,7 +192,8 @@ def test_not_utf8_names_the_line_of_the_first_bad_byte(tmp_path: Path, bad: byte
         load_scenario(p)
     err = info.value
     assert err.line == line and err.exit_code == 2
-    assert str(err) == (f"{p}:{line}: not UTF-8 (byte 0x{bad[0]:02x} at column {column}); "
+    verb = "are" if len(bad) > 1 else "is"
+    assert str(err) == (f"{p}:{line}: {named} at offset {offset} {verb} not UTF-8; "
                         "save the file as UTF-8")
 
 

@@ -22,15 +22,14 @@ not be checked; else 0.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from contract import ANOMALY_KINDS, PROTOCOLS
-from contract.rundir import read_events
+from contract import ANOMALIES_JSON, ANOMALY_KINDS, CHECK, PROTOCOLS
+from contract.rundir import read_events, read_json
 from harness.backends import BACKENDS
 from harness.chaos.runs import ChaosConfig, parse_sets, parse_time_limit
 from harness.errors import UsageError
@@ -261,8 +260,8 @@ def loss_time(anomaly: dict[str, Any], truncations: list[dict[str, Any]]) -> flo
 def detection_times(run_dir: Path, kinds: tuple[str, ...] = DETECTED) -> dict[str, float | None]:
     """kind -> seconds to the run's first anomaly of that kind (None: none found),
     from its check/anomalies.json and events.jsonl."""
-    path = run_dir / "check" / "anomalies.json"
-    anomalies = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    rel = f"{CHECK}/{ANOMALIES_JSON}"
+    anomalies = read_json(run_dir, rel)[0] if (run_dir / rel).exists() else []
     truncations = truncation_events(run_dir) if anomalies else []
     out: dict[str, float | None] = {k: None for k in kinds}
     for a in anomalies:

@@ -7,7 +7,6 @@ mismatch."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -19,6 +18,7 @@ from broker.protocol import VERSIONS
 from checker.api import RunResult
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import ASSERTIONS_JSON, CHECK
+from contract.rundir import read_json
 from harness.cli.checks import check_batch_or_exit
 from harness.cli.flags import backend_options, use_server
 from harness.errors import Interrupted, UsageError
@@ -195,9 +195,9 @@ def judge(record: RunRecord, result: RunResult | None) -> dict[str, Any]:
                 "anomalies": []}
     messages = list(result.summary.get("assertions_failed") or [])
     failed: list[dict[str, Any]] = []
-    path = record.run_dir / CHECK / ASSERTIONS_JSON
-    if messages and path.exists():
-        failed = [a for a in json.loads(path.read_text())["assertions"] if not a["ok"]]
+    if messages:  # check_batch's judgement, just written
+        judged, _ = read_json(record.run_dir, f"{CHECK}/{ASSERTIONS_JSON}")
+        failed = [a for a in judged["assertions"] if not a["ok"]]
     return {"run_dir": record.run_dir, "verdict": result.verdict,
             "found": sorted({a["kind"] for a in result.anomalies}),
             "unexpected": result.unexpected, "missing": result.missing,

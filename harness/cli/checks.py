@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from checker import client
 from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
+from checker.output import write_check
 from checker.spark import check_master, task_slices
-from checker.verdict import ERROR, INCOMPLETE, VALID
+from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
 from contract import CHECK, REPORT_HTML
+from contract.rundir import RunDirError
 from harness.errors import Interrupted, UsageError, one_line
 from harness.progress import Progress
 from harness.run import assertions
@@ -99,15 +101,36 @@ def require_master(master: str | None = None) -> str:
 def judged(result: RunResult) -> RunResult:
     """The run's scenario figure assertions judged into its verdict (a failed one
     makes it invalid, its messages in summary `assertions_failed`); every command
-    that checks runs does this before it renders their reports."""
+    that checks runs does this before it renders their reports. A run whose
+    run.json or summary.json cannot be read for it is set aside (set_aside)."""
     if result.error is not None:
         return result
-    verdict, failed = assertions.judge(result.run_dir, result.verdict)
+    try:
+        verdict, failed = assertions.judge(result.run_dir, result.verdict)
+    except RunDirError as e:
+        return set_aside(result, e)
     if not failed:
         return result
     return dataclasses.replace(result, verdict=verdict, exit_code=max(result.exit_code, 1),
                                summary={**result.summary, "verdict": verdict,
                                         "assertions_failed": failed})
+
+
+def set_aside(result: RunResult, err: RunDirError) -> RunResult:
+    """A checked run that turned out malformed after the check (its assertions or
+    summary.json unreadable): verdict `error`, as the checker gives a run it sets
+    aside -- one line on stderr, check/summary.json saying why, no anomalies and
+    no report -- so that the rest of the batch goes on."""
+    print(f"isrlab: {err}", file=sys.stderr)
+    summary = {**result.summary, "verdict": ERROR, "exit_code": EXIT_CODES[ERROR],
+               "error": str(err), "error_file": err.file, "error_line": err.line,
+               "found": {}, "unexpected": [], "missing": [], "anomaly_count": 0,
+               "anomalies_listed": 0, "notes": [str(err)]}
+    write_check(result.run_dir, [], summary)
+    (result.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
+    return dataclasses.replace(result, verdict=ERROR, exit_code=EXIT_CODES[ERROR], error=err,
+                               anomalies=[], unexpected=[], missing=[], unjudged=[],
+                               summary=summary)
 
 
 def say_truncated(results: list[RunResult]) -> None:

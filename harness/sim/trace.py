@@ -10,7 +10,6 @@ out); `isrlab trace NAME` prints it as a table and the report shows it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import orjson
 
 from broker.sim_cluster import SimCluster
 from contract import TRACE
+from contract.rundir import read_jsonl
 
 __all__ = ["TRACE", "Tracer", "read_trace", "table"]
 
@@ -85,10 +85,8 @@ def _answer(resp: dict[str, Any] | None) -> str:
 
 
 def read_trace(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / TRACE
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """trace.jsonl's rows (contract.rundir.read_jsonl: [] without the file)."""
+    return read_jsonl(run_dir, TRACE)
 
 
 def table(rows: list[dict[str, Any]], brokers: list[str]) -> str:
