@@ -1,7 +1,10 @@
 """The Jepsen history recorder: history.jsonl, one operation per line.
 
 Every op is written and flushed the moment it happens, so a run that crashes
-still leaves a checkable prefix (docs/run-directory.md). Times are ns since the run started,
+still leaves a checkable prefix (docs/run-directory.md). The first write that
+fails (a full disk, a read-only mount) raises contract.rundir.RunWriteError, is
+reported to the run's RunWrites, and ends the history: every later append
+raises it again and writes nothing, so the file stays a prefix. Times are ns since the run started,
 read from the run's clock (the harness's RunClock, on the wall clock, because
 broker events in events.jsonl carry wall-clock times and both must share one axis).
 """
@@ -15,6 +18,7 @@ from typing import Any, Protocol
 import orjson
 
 from contract import OP_TYPES
+from contract.rundir import RunWriteError, RunWrites
 
 INVOKE, OK, FAIL, INFO = OP_TYPES
 
@@ -37,12 +41,30 @@ class History:
     """Thread-safe append-only recorder; the file is the record (read it back
     with contract.rundir.read_history)."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
+    WHAT = "the history"
+
+    def __init__(self, path: Path, clock: Clock, writes: RunWrites | None = None) -> None:
         self.path = path
         self.clock = clock
+        self.writes = writes or RunWrites()
         self._lock = threading.Lock()
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._failed: RunWriteError | None = None
+        try:
+            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        except OSError as e:
+            raise self.writes.failed(path, self.WHAT, e) from None
         self._index = 0
+
+    def _write(self, text: str) -> None:
+        """Append and flush (the lock held); RunWriteError once a write has failed."""
+        if self._failed is not None:
+            raise self._failed
+        try:
+            self._file.write(text)
+            self._file.flush()
+        except OSError as e:
+            self._failed = self.writes.failed(self.path, self.WHAT, e)
+            raise self._failed from None
 
     def append(
         self, process: int | str, type: str, f: str, value: Any = None, **fields: Any
@@ -59,8 +81,7 @@ class History:
                 "value": value,
                 **fields,
             }
-            self._file.write(_line(op) + "\n")
-            self._file.flush()
+            self._write(_line(op) + "\n")
             self._index += 1
             return op
 
@@ -81,8 +102,7 @@ class History:
                 self._index += 1
                 out.append(op)
                 lines.append(_line(op))
-            self._file.write("\n".join(lines) + "\n")
-            self._file.flush()
+            self._write("\n".join(lines) + "\n")
             return out
 
     def invoke(self, process: int | str, f: str, value: Any = None, **fields: Any) -> dict:
@@ -106,4 +126,7 @@ class History:
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError:
+                    pass  # its flush failed: that write was reported when it was made

@@ -5,7 +5,9 @@ A background thread asks the controller and every reachable broker for
 a restart always breaks the collector's connection, and after any broken
 connection the collector asks `status` for the incarnation first and starts
 from 0 when it changed. Times become ns since the run started, on the history's
-axis. Waits in scenario steps read the in-memory copy.
+axis. Waits in scenario steps read the in-memory copy. A write to events.jsonl
+that fails (a full disk) is reported to the run's RunWrites, which stops the run;
+the file gets nothing more (it stays a prefix), the in-memory copy goes on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.wire import Connection, WireError
+from contract.rundir import RunWriteError, RunWrites
 from harness.backends.base import Backend
 from harness.run.clock import RunClock
 
@@ -30,13 +33,20 @@ class _Cursor:
 
 
 class EventsCollector:
+    WHAT = "the events"
+
     def __init__(self, backend: Backend, clock: RunClock, path: Path,
-                 interval: float = 0.03) -> None:
+                 interval: float = 0.03, writes: RunWrites | None = None) -> None:
         self.backend = backend
         self.clock = clock
         self.path = path
         self.interval = interval
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
+        self.writes = writes or RunWrites()
+        self._failed: RunWriteError | None = None
+        try:
+            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
+        except OSError as e:
+            raise self.writes.failed(path, self.WHAT, e) from None
         self._cursors: dict[str, _Cursor] = {}
         self._poll_lock = threading.Lock()  # one poll at a time: thread vs drain()
         self._events: list[dict[str, Any]] = []
@@ -60,7 +70,10 @@ class EventsCollector:
                 if cur.conn is not None:
                     cur.conn.close()
             if not self._file.closed:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError:
+                    pass  # its flush failed: reported when the write was made
 
     def _run(self) -> None:
         while not self._stop_event.wait(self.interval):
@@ -123,9 +136,13 @@ class EventsCollector:
             ev["node"] = ev.get("node") or node
             ev["incarnation"] = incarnation
             out.append(ev)
-        for ev in out:
-            self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
-        self._file.flush()
+        if self._failed is None:
+            try:
+                for ev in out:
+                    self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
+                self._file.flush()
+            except OSError as e:
+                self._failed = self.writes.failed(self.path, self.WHAT, e)
         with self._events_lock:
             self._events.extend(out)
             self._events_lock.notify_all()

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from broker.sim_cluster import SimCluster
-from contract.rundir import RunDirWriter
+from contract.rundir import RunDirWriter, RunWriteError, RunWrites
 from harness.backends.sim import SimBackend
 from harness.run.collect import hosted_partitions, log_rows, offline_replicas
 from harness.run.observation import Observation
@@ -44,9 +44,11 @@ class SimObservation(Observation):
     def clock(self) -> SimClock:  # type: ignore[override]
         return SimClock(self.sim.cluster)
 
-    def events_collector(self, clock: Any, path: Path) -> SimEventsCollector:  # type: ignore[override]
-        collector = SimEventsCollector(path)
+    def events_collector(self, clock: Any, path: Path,  # type: ignore[override]
+                         writes: RunWrites) -> SimEventsCollector:
+        collector = SimEventsCollector(path, writes)
         self.sim.on_event = collector.record
+        self.sim.writes = writes  # the fetch-round trace's failed writes too
         return collector
 
     def observer(self, collector: Any) -> SimObserver:
@@ -96,17 +98,33 @@ class SimObserver(Observer):
 
 class SimEventsCollector:
     """The events collector's interface (harness.run.events) for the simulator: every
-    event is written to events.jsonl as it happens, in the simulator's order."""
+    event is written to events.jsonl as it happens, in the simulator's order. A
+    failed write is reported to the run's RunWrites (never raised into the
+    simulator's event loop); the file then gets nothing more."""
 
-    def __init__(self, path: Path) -> None:
+    WHAT = "the events"
+
+    def __init__(self, path: Path, writes: RunWrites | None = None) -> None:
         self.path = path
-        self._file = open(path, "ab")  # noqa: SIM115 - closed by stop()
+        self.writes = writes or RunWrites()
+        self._failed: RunWriteError | None = None
+        try:
+            self._file = open(path, "ab")  # noqa: SIM115 - closed by stop()
+        except OSError as e:
+            raise self.writes.failed(path, self.WHAT, e) from None
         self._events: list[dict[str, Any]] = []
+
+    def _write(self, do: Callable[[], Any]) -> None:
+        if self._failed is not None or self._file.closed:
+            return
+        try:
+            do()
+        except OSError as e:
+            self._failed = self.writes.failed(self.path, self.WHAT, e)
 
     def record(self, node: str, incarnation: str, ev: dict[str, Any]) -> None:
         ev = {**ev, "incarnation": incarnation}
-        if not self._file.closed:
-            self._file.write(orjson.dumps(ev) + b"\n")
+        self._write(lambda: self._file.write(orjson.dumps(ev) + b"\n"))
         self._events.append(ev)
 
     def events(self, predicate: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
@@ -120,11 +138,14 @@ class SimEventsCollector:
         return None
 
     def stop(self) -> None:
-        if not self._file.closed:
+        self._write(self._file.flush)
+        try:
             self._file.close()
+        except OSError:
+            pass  # its flush failed: reported just above
 
     def poll_all(self) -> None:
         return None
 
     def drain(self, node: str) -> None:
-        self._file.flush()  # before a fault: what happened so far is on disk
+        self._write(self._file.flush)  # before a fault: what happened so far is on disk

@@ -18,16 +18,27 @@ import orjson
 
 from broker.sim_cluster import SimCluster
 from contract import TRACE
+from contract.rundir import RunWriteError, RunWrites
 
 __all__ = ["TRACE", "Tracer", "read_trace", "table"]
 
 
 class Tracer:
-    """Collects the rows of one simulated run into `path` as they happen."""
+    """Collects the rows of one simulated run into `path` as they happen. A failed
+    write is reported to `writes` (never raised into the simulator's event loop);
+    the file then gets nothing more."""
 
-    def __init__(self, cluster: SimCluster, path: Path) -> None:
+    WHAT = "the fetch-round trace"
+
+    def __init__(self, cluster: SimCluster, path: Path, writes: RunWrites | None = None) -> None:
         self.cluster = cluster
-        self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.path = path
+        self.writes = writes or RunWrites()
+        self._failed: RunWriteError | None = None
+        try:
+            self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+        except OSError as e:
+            raise self.writes.failed(path, self.WHAT, e) from None
         self._last: dict[tuple[str, int], Any] = {}
         self.rounds = 0
         cluster.on_fetch_round = self.fetch_round
@@ -65,10 +76,22 @@ class Tracer:
                    "remote_leo": dict(leader[3])},
                "replicas": {n: {"role": role, "leo": leo, "hw": hw}
                             for n, role, leo, hw in replicas}}
-        self._file.write(orjson.dumps(row) + b"\n")
+        self._write(lambda: self._file.write(orjson.dumps(row) + b"\n"))
+
+    def _write(self, do: Any) -> None:
+        if self._failed is not None:
+            return
+        try:
+            do()
+        except OSError as e:
+            self._failed = self.writes.failed(self.path, self.WHAT, e)
 
     def close(self) -> None:
-        self._file.close()
+        self._write(self._file.flush)
+        try:
+            self._file.close()
+        except OSError:
+            pass  # its flush failed: reported just above
 
 
 def _answer(resp: dict[str, Any] | None) -> str:
