@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -44,8 +45,8 @@ __all__ = [
     "RESERVE", "RunDirError", "RunDirWriter", "RunWriteError", "RunWrites", "TornTail",
     "check_utf8", "count_ops", "discover", "find_line", "new_run_id", "read_events",
     "read_history", "read_json", "read_jsonl", "read_log",
-    "read_meta", "read_state", "readable_meta", "run_status", "torn_tail", "utc_at", "utc_now",
-    "write_json", "write_jsonl",
+    "read_meta", "read_state", "readable_meta", "require_writable", "run_status", "torn_tail",
+    "utc_at", "utc_now", "write_json", "write_jsonl",
 ]
 
 # Lines longer than this at the end of a file are read in full anyway; it only
@@ -273,6 +274,20 @@ class RunDirWriter:
     @property
     def meta(self) -> dict[str, Any]:
         return dict(self._meta)
+
+
+def require_writable(directory: Path, what: str) -> None:
+    """RunWriteError, exit 2 (nothing has been changed yet), unless a file can be
+    made in `directory` (created if missing): a read-only mount or a directory
+    without permission is found before any work. (A full disk is found only by
+    the writes themselves.)"""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=directory)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        raise RunWriteError(directory, what, e, exit_code=2) from None
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import NoReturn
 
-from contract.rundir import RunDirError
+from contract.rundir import RunDirError, RunWriteError
 from harness.backends import reaper
 from harness.cli import (
     chaos,
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
-    except (HarnessError, RunDirError) as e:
+    except (HarnessError, RunDirError, RunWriteError) as e:
         print(f"isrlab: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

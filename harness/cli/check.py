@@ -4,7 +4,8 @@ Exit status: the verdicts of docs/anomalies.md (0 valid, 1 invalid or not
 reproduced, 3 incomplete, 2 a run that could not be read;
 checker.verdict.batch_exit_code) -- the CI gate. A run still marked running
 whose harness was killed is collected first (harness.run.collect), as `isrlab
-collect` does.
+collect` does. A run whose check/ cannot be written (a read-only mount) is
+refused before Spark starts: one line naming it, exit 2.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from checker.errors import CheckerError
 from checker.spark import check_master
 from checker.verdict import INCOMPLETE, batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
-from contract.rundir import RunDirError, discover, read_meta, run_status
+from contract.rundir import (
+    RunDirError,
+    RunWriteError,
+    discover,
+    read_meta,
+    require_writable,
+    run_status,
+)
 from harness.cli import checks, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
@@ -52,10 +60,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_dirs = discover(list(args.paths))
         check_master(args.master)  # before a crashed run is collected for nothing
+        for r in run_dirs:  # where the results go: before any work
+            require_writable(r / CHECK, "the check's results")
         _collect_crashed_runs(run_dirs, progress)
         results = checks.interruptible(client.check, list(args.paths), master=args.master,
                                 progress=progress.line, use_server=flags.use_server(args))
-    except (CheckerError, RunDirError) as e:
+    except (CheckerError, RunDirError, RunWriteError) as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     if not results:
