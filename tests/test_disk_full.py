@@ -230,3 +230,17 @@ def test_a_brokers_data_is_read_without_being_written(tmpfs: Path):
     assert (part["records"], part["leo"], part["epoch_cache"]) == ([[0, 0, 5], [1, 0, 6]], 2,
                                                                     [[0, 0]])
     assert (tmpfs / "t-0" / "log.jsonl").read_bytes() == before
+
+
+@pytest.mark.spark
+def test_check_that_cannot_write_its_results_on_a_full_disk_says_so(tmpfs: Path):
+    """The disk fills after the check began (an empty file still fits, so check/ is
+    found writable): the results that do not fit are one line, exit 2."""
+    run_dir = finished_sim_run(tmpfs)
+    fill_up(tmpfs)
+    r = isrlab("check", str(run_dir))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert re.fullmatch(rf"isrlab: cannot write {re.escape(str(run_dir))}/check/"
+                        r"(anomalies|summary)\.json \(the check's results\): "
+                        r"No space left on device", only_line(r.stderr)), r.stderr
+    assert not list((run_dir / "check").glob("*.tmp"))
