@@ -202,6 +202,7 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
     say("replicas rebuilt from the data directories: " + ", ".join(
         f"{node} ({'no data' if n is None else f'{n} records'})"
         for node, n in done.records.items()))
+    run.release_reserve()  # the room the run kept to be closed in
     run.write_meta(
         status=CRASHED,
         ended_at=_last_write(run_dir) or utc_now(),

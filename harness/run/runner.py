@@ -171,9 +171,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         for step in steps:
             writes.check()
             runner.run(step)
-    except RunWriteError as e:
-        error = e
-    except HarnessError as e:
+    except (HarnessError, RunWriteError) as e:
         error = e
     except (KeyboardInterrupt, Interrupted) as e:
         error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
@@ -220,6 +218,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             run.release_reserve()
             if not replicas_written:
                 _unknown_replicas(run, backend, progress)
+            # A run whose replicas are unknown did not complete, however its steps went.
+            error = error or writes.error
             try:
                 run.write_meta(
                     ended_at=utc_now(),
