@@ -1,8 +1,9 @@
 """A runs directory that is full or read-only, on a real tmpfs (docs/run-directory.md,
 "A full or read-only disk"; docs/exit-codes.md).
 
-Each test mounts a 2 MB tmpfs of its own (we run as root; without the permission
-to mount the tests skip, saying so) and unmounts it in the fixture's finalizer.
+Each test mounts a 2 MB tmpfs of its own (as root; without the permission to
+mount the tests skip, saying so -- or fail under ISRLAB_REQUIRE_TMPFS=1, as CI
+sets it) and unmounts it in the fixture's finalizer.
 A tmpfs cannot be remounted read-only while a file on it is open for writing
 (EBUSY), so a read-only disk is met at a run's start and by check/collect of a
 finished run; during a run the same path handles it as a full disk.
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS, dead_owner, descendants
+from conftest import ROOT, TESTS, dead_owner, descendants, skip_unless_required
 
 from broker.log import Record
 from broker.storage import PartitionStore, read_offline
@@ -57,8 +58,8 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
     mnt.mkdir()
     r = _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt))
     if r.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here (needs root or CAP_SYS_ADMIN): "
-                    f"{r.stderr.strip()}")
+        skip_unless_required("ISRLAB_REQUIRE_TMPFS", "mounting a tmpfs is not permitted here "
+                             f"(needs root or CAP_SYS_ADMIN): {r.stderr.strip()}")
     try:
         yield mnt
     finally:
