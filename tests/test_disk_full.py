@@ -11,12 +11,14 @@ finished run; during a run the same path handles it as a full disk.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,11 +27,14 @@ from conftest import ROOT, TESTS, dead_owner, descendants, skip_unless_required
 
 from broker.log import Record
 from broker.storage import PartitionStore, read_offline
-from contract.rundir import RunWriteError
+from contract.rundir import RunWriteError, RunWrites, read_history
 from harness.backends.local import leftover_processes
 from harness.progress import Progress
+from harness.run.halt import HaltingRuntime
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import load_scenario
+from workloads.history import History
+from workloads.runtime import REAL
 
 FILL = TESTS / "data" / "fill.yaml"  # 4 producers at 2000/s and 3 consumers for 60 s
 # The one stderr line of a run that filled the disk: the harness's first write to fail.
@@ -245,3 +250,51 @@ def test_check_that_cannot_write_its_results_on_a_full_disk_says_so(tmpfs: Path)
                         r"(anomalies|summary)\.json \(the check's results\): "
                         r"No space left on device", only_line(r.stderr)), r.stderr
     assert not list((run_dir / "check").glob("*.tmp"))
+
+
+# -- the pieces: the history's first failed write, and the wait it ends ------------------
+
+
+def test_the_history_stops_at_its_first_failed_write_and_stays_a_prefix(tmpfs: Path):
+    writes = RunWrites()
+    told: list[str] = []
+    writes.on_failure(lambda: told.append("stop"))
+    clock = type("Clock", (), {"now": lambda self: 0})()
+    (tmpfs / "spare").write_bytes(bytes(1 << 16))  # freed once the history has failed
+    history = History(tmpfs / "history.jsonl", clock, writes)
+    with pytest.raises(RunWriteError) as first:
+        for value in range(10**6):
+            history.append(0, "invoke", "send", value, topic="t", partition=0)
+    assert str(first.value) == (f"cannot write {tmpfs}/history.jsonl (the history): "
+                                "No space left on device")
+    assert writes.error is first.value and told == ["stop"]
+    (tmpfs / "spare").unlink()
+    size = (tmpfs / "history.jsonl").stat().st_size
+    # Later ops are refused though there is room now: written nowhere, also not at
+    # close, and the listener is not told again.
+    with pytest.raises(RunWriteError) as again:
+        history.append(0, "invoke", "send", -1, topic="t", partition=0)
+    assert again.value is first.value and told == ["stop"]
+    history.close()
+    assert (tmpfs / "history.jsonl").stat().st_size == size
+    ops = read_history(tmpfs)  # a cut-off last line is left out
+    assert [op["value"] for op in ops] == list(range(len(ops))) and len(ops) > 1000
+
+
+def test_a_failed_write_ends_the_steps_wait_at_once(tmp_path: Path):
+    """A `sleep: 60` step on the real runtime ends within seconds of a write failing
+    on another thread, raising that failure."""
+    writes = RunWrites()
+    rt = HaltingRuntime(REAL, writes)
+    err = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    failer = threading.Timer(0.2, lambda: writes.failed(tmp_path / "events.jsonl",
+                                                        "the events", err))
+    started = time.monotonic()
+    failer.start()
+    try:
+        with pytest.raises(RunWriteError) as raised:
+            rt.sleep(60)
+    finally:
+        failer.cancel()
+    assert time.monotonic() - started < 10
+    assert raised.value is writes.error
