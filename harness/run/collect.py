@@ -191,7 +191,11 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
     run = RunDirWriter.reopen(run_dir)
     done = Crashed(run.run_id, run_dir, why)
     say(f"run {run.run_id} crashed: {why}")
-    salvage = backend.salvage(run_dir, run.run_id, list(hosted))
+    try:
+        salvage = backend.salvage(run_dir, run.run_id, list(hosted))
+    except OSError as e:  # Docker and ssh copy the brokers' logs and data in
+        raise run.writes.failed(e.filename or run_dir, "the brokers' logs and data, "
+                                "copied into the run", e) from None
     done.stopped = salvage.stopped
     if salvage.stopped:
         say(f"stopped what was left running: {', '.join(salvage.stopped)}")
