@@ -37,12 +37,13 @@ from contract import (
     LOG,
     LOGS,
     REPLICAS,
+    RESERVE,
     RUN_JSON,
     STATE,
 )
 
 __all__ = [
-    "RESERVE", "RunDirError", "RunDirWriter", "RunWriteError", "RunWrites", "TornTail",
+    "RunDirError", "RunDirWriter", "RunWriteError", "RunWrites", "TornTail",
     "check_utf8", "count_ops", "discover", "find_line", "new_run_id", "read_events",
     "read_history", "read_json", "read_jsonl", "read_log",
     "read_meta", "read_state", "readable_meta", "require_writable", "run_status", "torn_tail",
@@ -54,7 +55,6 @@ __all__ = [
 _TAIL_BYTES = 1 << 16
 # Kept free in a running run's directory (RESERVE) so that a full disk still lets
 # the run be closed: placeholder replicas and run.json, a few pages each.
-RESERVE = ".reserve"
 _RESERVE_BYTES = 256 << 10
 
 
@@ -93,7 +93,6 @@ class RunWriteError(Exception):
         self.path = str(path)
         self.what = what
         self.reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
-        self.errno = error.errno
         self.exit_code = exit_code
         super().__init__(str(self))
 
