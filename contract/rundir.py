@@ -43,7 +43,7 @@ from contract import (
 )
 
 __all__ = [
-    "RunDirError", "RunDirWriter", "RunWriteError", "RunWrites", "TornTail",
+    "RunDirError", "RunDirWriter", "RunFile", "RunWriteError", "RunWrites", "TornTail",
     "check_utf8", "count_ops", "discover", "find_line", "new_run_id", "read_events",
     "read_history", "read_json", "read_jsonl", "read_log",
     "read_meta", "read_state", "readable_meta", "require_writable", "run_status", "torn_tail",
@@ -131,6 +131,65 @@ class RunWrites:
         """Raise the run's first write error, if a write has failed."""
         if self.error is not None:
             raise self.error
+
+
+class RunFile:
+    """An append-only file of a run: the history, the events, the sim's trace.
+
+    Its first write that fails is reported to the run's RunWrites and ends the
+    file: that write's bytes not on disk are dropped, and every later write or
+    flush raises the same RunWriteError and writes nothing -- what is on disk
+    stays a prefix, its last line perhaps cut. Bytes are kept in memory up to
+    `buffer` bytes (0: each write goes to disk at once) and on `flush`."""
+
+    def __init__(self, path: Path, what: str, writes: RunWrites, *, truncate: bool = False,
+                 buffer: int = 0) -> None:
+        self.path = path
+        self.what = what
+        self.writes = writes
+        self.error: RunWriteError | None = None
+        self._buffer = buffer
+        self._pending = bytearray()
+        try:
+            self._raw = open(path, "wb" if truncate else "ab", buffering=0)  # noqa: SIM115
+        except OSError as e:
+            raise writes.failed(path, what, e) from None
+
+    def write(self, data: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self._pending += data
+        if len(self._pending) > self._buffer:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.error is not None:
+            raise self.error
+        data = memoryview(bytes(self._pending))
+        self._pending.clear()
+        try:
+            while data:
+                data = data[self._raw.write(data):]
+        except OSError as e:
+            self.error = self.writes.failed(self.path, self.what, e)
+            raise self.error from None
+
+    def close(self) -> None:
+        """Flush and close; a failed flush is reported (to RunWrites), not raised:
+        closing is part of ending a run, which must go on."""
+        if self._raw.closed:
+            return
+        try:
+            if self.error is None:
+                self.flush()
+        except RunWriteError:
+            pass
+        finally:
+            self._raw.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._raw.closed
 
 
 @dataclass(frozen=True)

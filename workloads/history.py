@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import orjson
 
 from contract import OP_TYPES
-from contract.rundir import RunWriteError, RunWrites
+from contract.rundir import RunFile, RunWrites
 
 INVOKE, OK, FAIL, INFO = OP_TYPES
 
@@ -48,26 +48,8 @@ class History:
         self.clock = clock
         self.writes = writes or RunWrites()
         self._lock = threading.Lock()
-        self._failed: RunWriteError | None = None
-        try:
-            # Unbuffered: each op is one write, and nothing of a failed one is kept
-            # to be written later, at close, after the ops it failed before.
-            self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by close()
-        except OSError as e:
-            raise self.writes.failed(path, self.WHAT, e) from None
+        self._file = RunFile(path, self.WHAT, self.writes)  # closed by close()
         self._index = 0
-
-    def _write(self, data: bytes) -> None:
-        """Append (the lock held); RunWriteError once a write has failed."""
-        if self._failed is not None:
-            raise self._failed
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[self._file.write(view):]
-        except OSError as e:
-            self._failed = self.writes.failed(self.path, self.WHAT, e)
-            raise self._failed from None
 
     def append(
         self, process: int | str, type: str, f: str, value: Any = None, **fields: Any
@@ -84,7 +66,7 @@ class History:
                 "value": value,
                 **fields,
             }
-            self._write(_line(op) + b"\n")
+            self._file.write(_line(op) + b"\n")
             self._index += 1
             return op
 
@@ -105,7 +87,7 @@ class History:
                 self._index += 1
                 out.append(op)
                 lines.append(_line(op))
-            self._write(b"\n".join(lines) + b"\n")
+            self._file.write(b"\n".join(lines) + b"\n")
             return out
 
     def invoke(self, process: int | str, f: str, value: Any = None, **fields: Any) -> dict:
@@ -128,5 +110,4 @@ class History:
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            self._file.close()

@@ -7,7 +7,7 @@ connection the collector asks `status` for the incarnation first and starts
 from 0 when it changed. Times become ns since the run started, on the history's
 axis. Waits in scenario steps read the in-memory copy. A write to events.jsonl
 that fails (a full disk) is reported to the run's RunWrites, which stops the run;
-the file gets nothing more (it stays a prefix), the in-memory copy goes on.
+the file gets nothing more (contract.rundir.RunFile), the in-memory copy goes on.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.wire import Connection, WireError
-from contract.rundir import RunWriteError, RunWrites
+from contract.rundir import RunFile, RunWriteError, RunWrites
 from harness.backends.base import Backend
 from harness.run.clock import RunClock
 
@@ -33,20 +33,13 @@ class _Cursor:
 
 
 class EventsCollector:
-    WHAT = "the events"
-
     def __init__(self, backend: Backend, clock: RunClock, path: Path,
                  interval: float = 0.03, writes: RunWrites | None = None) -> None:
         self.backend = backend
         self.clock = clock
         self.path = path
         self.interval = interval
-        self.writes = writes or RunWrites()
-        self._failed: RunWriteError | None = None
-        try:
-            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
-        except OSError as e:
-            raise self.writes.failed(path, self.WHAT, e) from None
+        self._file = RunFile(path, "the events", writes or RunWrites())  # closed by stop()
         self._cursors: dict[str, _Cursor] = {}
         self._poll_lock = threading.Lock()  # one poll at a time: thread vs drain()
         self._events: list[dict[str, Any]] = []
@@ -70,10 +63,7 @@ class EventsCollector:
                 if cur.conn is not None:
                     cur.conn.close()
             if not self._file.closed:
-                try:
-                    self._file.close()
-                except OSError:
-                    pass  # its flush failed: reported when the write was made
+                self._file.close()
 
     def _run(self) -> None:
         while not self._stop_event.wait(self.interval):
@@ -136,13 +126,11 @@ class EventsCollector:
             ev["node"] = ev.get("node") or node
             ev["incarnation"] = incarnation
             out.append(ev)
-        if self._failed is None:
-            try:
-                for ev in out:
-                    self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
-                self._file.flush()
-            except OSError as e:
-                self._failed = self.writes.failed(self.path, self.WHAT, e)
+        try:
+            self._file.write("".join(json.dumps(ev, separators=(",", ":")) + "\n"
+                                     for ev in out).encode())
+        except RunWriteError:
+            pass  # reported to the run's RunWrites, which stops the run
         with self._events_lock:
             self._events.extend(out)
             self._events_lock.notify_all()

@@ -7,6 +7,7 @@ simulated nodes (a broker that is down: from its simulated files).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import orjson
 
 from broker.sim_cluster import SimCluster
-from contract.rundir import RunDirWriter, RunWriteError, RunWrites
+from contract.rundir import RunDirWriter, RunFile, RunWriteError, RunWrites
 from harness.backends.sim import SimBackend
 from harness.run.collect import hosted_partitions, log_rows, offline_replicas
 from harness.run.observation import Observation
@@ -102,29 +103,17 @@ class SimEventsCollector:
     failed write is reported to the run's RunWrites (never raised into the
     simulator's event loop); the file then gets nothing more."""
 
-    WHAT = "the events"
-
     def __init__(self, path: Path, writes: RunWrites | None = None) -> None:
         self.path = path
-        self.writes = writes or RunWrites()
-        self._failed: RunWriteError | None = None
-        try:
-            self._file = open(path, "ab")  # noqa: SIM115 - closed by stop()
-        except OSError as e:
-            raise self.writes.failed(path, self.WHAT, e) from None
+        self._file = RunFile(path, "the events", writes or RunWrites(),
+                             buffer=1 << 16)  # closed by stop()
         self._events: list[dict[str, Any]] = []
-
-    def _write(self, do: Callable[[], Any]) -> None:
-        if self._failed is not None or self._file.closed:
-            return
-        try:
-            do()
-        except OSError as e:
-            self._failed = self.writes.failed(self.path, self.WHAT, e)
 
     def record(self, node: str, incarnation: str, ev: dict[str, Any]) -> None:
         ev = {**ev, "incarnation": incarnation}
-        self._write(lambda: self._file.write(orjson.dumps(ev) + b"\n"))
+        if self._file.error is None and not self._file.closed:
+            with contextlib.suppress(RunWriteError):  # reported: the run stops
+                self._file.write(orjson.dumps(ev) + b"\n")
         self._events.append(ev)
 
     def events(self, predicate: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
@@ -138,14 +127,13 @@ class SimEventsCollector:
         return None
 
     def stop(self) -> None:
-        self._write(self._file.flush)
-        try:
-            self._file.close()
-        except OSError:
-            pass  # its flush failed: reported just above
+        self._file.close()
 
     def poll_all(self) -> None:
         return None
 
     def drain(self, node: str) -> None:
-        self._write(self._file.flush)  # before a fault: what happened so far is on disk
+        # Before a fault: what happened so far is on disk.
+        if self._file.error is None and not self._file.closed:
+            with contextlib.suppress(RunWriteError):  # reported: the run stops
+                self._file.flush()

@@ -10,6 +10,7 @@ out); `isrlab trace NAME` prints it as a table and the report shows it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import orjson
 
 from broker.sim_cluster import SimCluster
 from contract import TRACE
-from contract.rundir import RunWriteError, RunWrites
+from contract.rundir import RunFile, RunWriteError, RunWrites
 
 __all__ = ["TRACE", "Tracer", "read_trace", "table"]
 
@@ -28,17 +29,10 @@ class Tracer:
     write is reported to `writes` (never raised into the simulator's event loop);
     the file then gets nothing more."""
 
-    WHAT = "the fetch-round trace"
-
     def __init__(self, cluster: SimCluster, path: Path, writes: RunWrites | None = None) -> None:
         self.cluster = cluster
-        self.path = path
-        self.writes = writes or RunWrites()
-        self._failed: RunWriteError | None = None
-        try:
-            self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
-        except OSError as e:
-            raise self.writes.failed(path, self.WHAT, e) from None
+        self._file = RunFile(path, "the fetch-round trace", writes or RunWrites(),
+                             truncate=True, buffer=1 << 16)  # closed by close()
         self._last: dict[tuple[str, int], Any] = {}
         self.rounds = 0
         cluster.on_fetch_round = self.fetch_round
@@ -76,22 +70,12 @@ class Tracer:
                    "remote_leo": dict(leader[3])},
                "replicas": {n: {"role": role, "leo": leo, "hw": hw}
                             for n, role, leo, hw in replicas}}
-        self._write(lambda: self._file.write(orjson.dumps(row) + b"\n"))
-
-    def _write(self, do: Any) -> None:
-        if self._failed is not None:
-            return
-        try:
-            do()
-        except OSError as e:
-            self._failed = self.writes.failed(self.path, self.WHAT, e)
+        if self._file.error is None:
+            with contextlib.suppress(RunWriteError):  # reported: the run stops
+                self._file.write(orjson.dumps(row) + b"\n")
 
     def close(self) -> None:
-        self._write(self._file.flush)
-        try:
-            self._file.close()
-        except OSError:
-            pass  # its flush failed: reported just above
+        self._file.close()
 
 
 def _answer(resp: dict[str, Any] | None) -> str:
