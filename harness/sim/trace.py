@@ -11,7 +11,6 @@ out); `isrlab trace NAME` prints it as a table and the report shows it.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import orjson
 
 from broker.sim_cluster import SimCluster
 from contract import TRACE
-from contract.rundir import RunFile, RunWriteError, RunWrites
+from contract.rundir import RunFile, RunWriteError, RunWrites, read_jsonl
 
 __all__ = ["TRACE", "Tracer", "read_trace", "table"]
 
@@ -92,10 +91,9 @@ def _answer(resp: dict[str, Any] | None) -> str:
 
 
 def read_trace(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / TRACE
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The trace's rows ([] without one; a last line cut by a full disk left out:
+    contract.rundir.read_jsonl's rules)."""
+    return read_jsonl(run_dir, TRACE)
 
 
 def table(rows: list[dict[str, Any]], brokers: list[str]) -> str:
