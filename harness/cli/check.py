@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from checker import client
-from checker.api import write_junit
 from checker.errors import CheckerError
 from checker.spark import check_master
 from checker.verdict import INCOMPLETE, batch_exit_code
@@ -33,7 +31,7 @@ from harness.cli import checks, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.collect import collect_crashed, owner_gone
-from reports.render import INDEX, render_index
+from reports.render import INDEX
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -95,11 +93,9 @@ def run(args: argparse.Namespace) -> int:
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX
         if index is not None:
-            summaries = [r.summary for r in results]
-            _write(index, "the batch's index page",
-                   lambda: progress.line(f"index: {render_index(summaries, index)}"))
+            checks.write_index(results, index, progress)
     if args.junit is not None:
-        _write(args.junit, "the JUnit report", lambda: write_junit(results, args.junit))
+        checks.write_junit_or_exit(results, args.junit)
     if args.json:
         checks.print_json({"runs": [{**r.summary, "report": reports.get(r.run_id)}
                                     for r in results]})
@@ -117,15 +113,6 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  not judged: {', '.join(r.unjudged)} (expected; not in what the "
                       "run recorded)")
     return batch_exit_code(r.verdict for r in results)
-
-
-def _write(path: Path, what: str, write: Callable[[], object]) -> None:
-    """An output of the check written (a full disk: one line naming it, exit 2, as
-    the runs' own results)."""
-    try:
-        write()
-    except OSError as e:
-        raise RunWriteError(path, what, e, exit_code=2) from None
 
 
 def _collect_crashed_runs(run_dirs: list[Path], progress: Progress) -> None:
