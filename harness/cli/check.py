@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_dirs = discover(list(args.paths))
         check_master(args.master)  # before a crashed run is collected for nothing
-        for r in run_dirs:  # where the results go: before any work
-            require_writable(r / CHECK, "the check's results")
+        for r in run_dirs:  # where the results go, before any work
+            if run_status(r) != RUNNING:  # (a crashed run's collect finds it: untouched if alive)
+                require_writable(r / CHECK, "the check's results")
         _collect_crashed_runs(run_dirs, progress)
         results = checks.interruptible(client.check, list(args.paths), master=args.master,
                                 progress=progress.line, use_server=flags.use_server(args))
