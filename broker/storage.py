@@ -264,21 +264,37 @@ def drop_unsynced(data_dir: Path | str) -> dict[str, int]:
 
 
 def read_offline(data_dir: Path | str) -> dict[str, Any]:
-    """Read a stopped broker's replicas from its files (for collecting a run's results)."""
+    """Read a stopped broker's replicas from its files (for collecting a run's
+    results), as its next start would find them: the complete lines of each file,
+    a line cut by a crash left out. Only reads -- opens nothing for writing,
+    creates and cuts nothing -- so the data may be on a read-only mount."""
     data_dir = Path(data_dir)
-    store = BrokerStore(data_dir)
     out: dict[str, Any] = {"partitions": []}
-    try:
-        for log_path in sorted(data_dir.glob(f"*/{LOG_FILE}")):
-            topic, _, part = log_path.parent.name.rpartition("-")
-            ps = store.partition(topic, int(part))
-            out["partitions"].append({
-                "topic": topic, "partition": int(part), "role": "offline",
-                "leo": len(ps.records),
-                "hw_checkpoint": store.checkpointed_hw(topic, int(part)),
-                "epoch_cache": [list(e) for e in ps.epoch_entries],
-                "records": [list(r) for r in ps.records],
-            })
-    finally:
-        store.close()
+    hws = _last_value(data_dir / HW_FILE) or {}
+    for log_path in sorted(data_dir.glob(f"*/{LOG_FILE}")):
+        topic, _, part = log_path.parent.name.rpartition("-")
+        records = [json.loads(line) for line in _read_complete_lines(log_path)]
+        out["partitions"].append({
+            "topic": topic, "partition": int(part), "role": "offline",
+            "leo": len(records),
+            "hw_checkpoint": int(hws.get(f"{topic}-{int(part)}", 0)),
+            "epoch_cache": [list(e) for e in _last_value(log_path.parent / EPOCH_FILE) or []],
+            "records": [[r["offset"], r["epoch"], r["value"]] for r in records],
+        })
     return out
+
+
+def _read_complete_lines(path: Path) -> list[bytes]:
+    """A file's complete lines ([] without the file), as PartitionStore and Journal
+    take them, without cutting the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return _complete_lines(data)[0]
+
+
+def _last_value(path: Path) -> Any:
+    """A Journal's value (its last complete line), read only."""
+    lines = _read_complete_lines(path)
+    return json.loads(lines[-1]) if lines else None

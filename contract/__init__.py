@@ -14,7 +14,8 @@ __all__ = [
     "EVENTS", "EVENT_TYPES",
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
     "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
-    "REPORT_HTML", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE", "SUMMARY_JSON",
+    "REPORT_HTML", "RESERVE", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE",
+    "SUMMARY_JSON",
     "TRACE", "UNFINISHED",
 ]
 
@@ -88,6 +89,7 @@ LOGS = "logs"
 REPLICAS = "replicas"
 LOG = "log.jsonl"  # replicas/<broker>/log.jsonl
 STATE = "state.json"  # replicas/<broker>/state.json
+RESERVE = ".reserve"  # while a run goes: room kept free to close it on a full disk
 CHECK = "check"
 ANOMALIES_JSON = "anomalies.json"  # check/anomalies.json
 SUMMARY_JSON = "summary.json"  # check/summary.json

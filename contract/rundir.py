@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,21 +37,26 @@ from contract import (
     LOG,
     LOGS,
     REPLICAS,
+    RESERVE,
     RUN_JSON,
     STATE,
     utf8,
 )
 
 __all__ = [
-    "RunDirError", "RunDirWriter", "TornTail", "check_utf8", "count_ops", "discover", "find_line",
-    "new_run_id", "read_events", "read_history", "read_json", "read_jsonl", "read_log",
-    "read_meta", "read_state", "readable_meta", "run_status", "torn_tail", "utc_at", "utc_now",
-    "write_json", "write_jsonl",
+    "RunDirError", "RunDirWriter", "RunFile", "RunWriteError", "RunWrites", "TornTail",
+    "check_utf8", "count_ops", "discover", "find_line", "new_run_id", "read_events",
+    "read_history", "read_json", "read_jsonl", "read_log",
+    "read_meta", "read_state", "readable_meta", "require_writable", "run_status", "torn_tail",
+    "utc_at", "utc_now", "write_json", "write_jsonl",
 ]
 
 # Lines longer than this at the end of a file are read in full anyway; it only
 # bounds the first read of a big file's tail.
 _TAIL_BYTES = 1 << 16
+# Kept free in a running run's directory (RESERVE) so that a full disk still lets
+# the run be closed: placeholder replicas and run.json, a few pages each.
+_RESERVE_BYTES = 256 << 10
 
 
 class RunDirError(Exception):
@@ -75,6 +82,115 @@ class RunDirError(Exception):
                 where += f" line {self.line}"
         # Keep the whole thing on one line whatever the message contains.
         return f"{where}: {' '.join(self.message.split())}"
+
+
+class RunWriteError(Exception):
+    """A file of a run directory could not be written (a full disk, a read-only
+    mount, no permission): one line naming the path and what was being written.
+    Exit 3 when it ends a run (the run incomplete); the one who raises it before
+    anything was started or changed gives 2 (docs/exit-codes.md)."""
+
+    def __init__(self, path: str | Path, what: str, error: OSError, exit_code: int = 3) -> None:
+        self.path = str(path)
+        self.what = what
+        self.reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
+        self.exit_code = exit_code
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path} ({self.what}): {self.reason}"
+
+
+class RunWrites:
+    """The first write error of one run's directory. Every writer of the run reports
+    its failure here (`failed`); the first one is kept and whoever listens
+    (`on_failure`: the runner, which stops the run) is told once. Thread-safe:
+    producer, consumer and events threads all write."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.error: RunWriteError | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_failure(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def failed(self, path: str | Path, what: str, error: OSError) -> RunWriteError:
+        """Record a failed write; returns the error to raise (this one's: each
+        writer names its own file)."""
+        err = RunWriteError(path, what, error)
+        with self._lock:
+            first = self.error is None
+            if first:
+                self.error = err
+        if first:
+            for fn in self._listeners:
+                fn()
+        return err
+
+    def check(self) -> None:
+        """Raise the run's first write error, if a write has failed."""
+        if self.error is not None:
+            raise self.error
+
+
+class RunFile:
+    """An append-only file of a run: the history, the events, the sim's trace.
+
+    Its first write that fails is reported to the run's RunWrites and ends the
+    file: that write's bytes not on disk are dropped, and every later write or
+    flush raises the same RunWriteError and writes nothing -- what is on disk
+    stays a prefix, its last line perhaps cut. Bytes are kept in memory up to
+    `buffer` bytes (0: each write goes to disk at once) and on `flush`."""
+
+    def __init__(self, path: Path, what: str, writes: RunWrites, *, truncate: bool = False,
+                 buffer: int = 0) -> None:
+        self.path = path
+        self.what = what
+        self.writes = writes
+        self.error: RunWriteError | None = None
+        self._buffer = buffer
+        self._pending = bytearray()
+        try:
+            self._raw = open(path, "wb" if truncate else "ab", buffering=0)  # noqa: SIM115
+        except OSError as e:
+            raise writes.failed(path, what, e) from None
+
+    def write(self, data: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self._pending += data
+        if len(self._pending) > self._buffer:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.error is not None:
+            raise self.error
+        data = memoryview(bytes(self._pending))
+        self._pending.clear()
+        try:
+            while data:
+                data = data[self._raw.write(data):]
+        except OSError as e:
+            self.error = self.writes.failed(self.path, self.what, e)
+            raise self.error from None
+
+    def close(self) -> None:
+        """Flush and close; a failed flush is reported (to RunWrites), not raised:
+        closing is part of ending a run, which must go on."""
+        if self._raw.closed:
+            return
+        try:
+            if self.error is None:
+                self.flush()
+        except RunWriteError:
+            pass
+        finally:
+            self._raw.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._raw.closed
 
 
 @dataclass(frozen=True)
@@ -118,21 +234,48 @@ class RunDirWriter:
 
     run.json is written when the run starts (status "running", with its owner)
     and rewritten atomically whenever it changes, so a crashed run is
-    recognisable: "running", and its owner gone."""
+    recognisable: "running", and its owner gone.
 
-    def __init__(self, root: Path, run_id: str, *, existing: bool = False) -> None:
+    A write that fails (a full disk, a read-only mount) raises RunWriteError and
+    is reported to `writes`. A new run's directory holds RESERVE, room kept free
+    so that the run can still be closed on a full disk (`release_reserve`)."""
+
+    def __init__(self, root: Path, run_id: str, *, existing: bool = False,
+                 writes: RunWrites | None = None) -> None:
         self.run_id = run_id
         self.path = root / run_id
+        self.writes = writes or RunWrites()
         self._meta: dict[str, Any] = {}
         if existing:
             self._meta = read_meta(self.path)
             self.run_id = str(self._meta.get("run_id") or run_id)  # if the dir was renamed
-            self.logs.mkdir(exist_ok=True)
-            self.replicas.mkdir(exist_ok=True)
+            for d in (self.logs, self.replicas):
+                if not d.is_dir():  # a read-only run that has them is only read
+                    self._guard(d, "the run directory", lambda d=d: d.mkdir(exist_ok=True))
             return
-        self.path.mkdir(parents=True, exist_ok=False)
-        self.logs.mkdir()
-        self.replicas.mkdir()
+
+        def create() -> None:
+            self.path.mkdir(parents=True, exist_ok=False)
+            self.logs.mkdir()
+            self.replicas.mkdir()
+
+        self._guard(self.path, "the run directory", create)
+        reserve = self.path / RESERVE
+        self._guard(reserve, "room kept to close the run",
+                    lambda: reserve.write_bytes(bytes(_RESERVE_BYTES)))
+
+    def _guard(self, path: Path, what: str, write: Callable[[], Any]) -> None:
+        try:
+            write()
+        except OSError as e:
+            raise self.writes.failed(path, what, e) from None
+
+    def release_reserve(self) -> None:
+        """Free the room kept to close the run (before its last writes)."""
+        try:
+            (self.path / RESERVE).unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only mount: nothing can be written anyway
 
     @classmethod
     def reopen(cls, path: Path) -> RunDirWriter:
@@ -160,31 +303,50 @@ class RunDirWriter:
     def replicas(self) -> Path:
         return self.path / REPLICAS
 
-    def replica_dir(self, node: str) -> Path:
-        d = self.replicas / node
-        d.mkdir(parents=True, exist_ok=True)
-        return d
-
     def write_replica(self, node: str, rows: list[dict[str, Any]],
                       state: dict[str, Any]) -> None:
         """replicas/<node>/log.jsonl and state.json."""
-        out = self.replica_dir(node)
-        write_jsonl(out / LOG, rows)
-        write_json(out / STATE, state)
+        what = f"the replicas of {node}"
+        out = self.replicas / node
+        self._guard(out, what, lambda: out.mkdir(parents=True, exist_ok=True))
+        self._guard(out / LOG, what, lambda: write_jsonl(out / LOG, rows))
+        self._guard(out / STATE, what, lambda: write_json(out / STATE, state))
 
     def write_meta(self, **fields: Any) -> None:
-        """Merge fields into run.json and rewrite it atomically."""
+        """Merge fields into run.json and rewrite it atomically (RunWriteError if it
+        cannot be: the run.json before stays as it was)."""
         self._meta.update(fields)
         self._meta.setdefault("run_id", self.run_id)
         self._meta.setdefault("format_version", FORMAT_VERSION)
         tmp = self.run_json.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self._meta, indent=2, default=str, ensure_ascii=False) + "\n",
-                       encoding="utf-8")
-        os.replace(tmp, self.run_json)
+        text = json.dumps(self._meta, indent=2, default=str, ensure_ascii=False) + "\n"
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.run_json)
+        except OSError as e:
+            try:
+                tmp.unlink(missing_ok=True)  # no half-written run.json.tmp left behind
+            except OSError:
+                pass
+            raise self.writes.failed(self.run_json, RUN_JSON, e) from None
 
     @property
     def meta(self) -> dict[str, Any]:
         return dict(self._meta)
+
+
+def require_writable(directory: Path, what: str) -> None:
+    """RunWriteError, exit 2 (nothing has been changed yet), unless a file can be
+    made in `directory` (created if missing): a read-only mount or a directory
+    without permission is found before any work. (A full disk is found only by
+    the writes themselves.)"""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=directory)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        raise RunWriteError(directory, what, e, exit_code=2) from None
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

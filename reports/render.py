@@ -319,5 +319,9 @@ def _write_atomic(out: Path, text: str) -> None:
     # A reader (a CI artifact upload, a browser) never sees half a page.
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk: no half page left behind
+        raise

@@ -12,6 +12,7 @@ from typing import Any
 
 from broker.wire import WireError
 from contract import FINAL_PROCESS
+from contract.rundir import RunWriteError
 from workloads.client import ClusterClient, Leaders
 from workloads.history import FAIL, OK, History
 from workloads.runtime import REAL, NotSent, Runtime, Task
@@ -91,8 +92,11 @@ class ConsumerThread:
         self._task = self._rt.spawn(self.run, f"consumer-{self.consumer.process}")
 
     def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            self.consumer.poll()
+        try:
+            while not self._stop_event.wait(self.interval):
+                self.consumer.poll()
+        except RunWriteError:
+            return  # the history cannot be written: the run stops (its RunWrites says why)
 
     def stop(self) -> None:
         self._stop_event.set()

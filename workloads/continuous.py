@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from contract.rundir import RunWriteError
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer, ConsumerThread
 from workloads.generator import Gen, Timed, cycle, once, phases, sleep_around
@@ -142,6 +143,12 @@ class ContinuousWorkload:
             return out
 
     def _produce(self, producer: Producer) -> None:
+        try:
+            self._produce_until_stopped(producer)
+        except RunWriteError:
+            return  # the history cannot be written: the run stops (its RunWrites says why)
+
+    def _produce_until_stopped(self, producer: Producer) -> None:
         while not self._stop.is_set():
             items = self._next_batch()
             if not items:

@@ -1,7 +1,10 @@
 """The Jepsen history recorder: history.jsonl, one operation per line.
 
 Every op is written and flushed the moment it happens, so a run that crashes
-still leaves a checkable prefix (docs/run-directory.md). Times are ns since the run started,
+still leaves a checkable prefix (docs/run-directory.md). The first write that
+fails (a full disk, a read-only mount) raises contract.rundir.RunWriteError, is
+reported to the run's RunWrites, and ends the history: every later append
+raises it again and writes nothing, so the file stays a prefix. Times are ns since the run started,
 read from the run's clock (the harness's RunClock, on the wall clock, because
 broker events in events.jsonl carry wall-clock times and both must share one axis).
 """
@@ -15,6 +18,7 @@ from typing import Any, Protocol
 import orjson
 
 from contract import OP_TYPES
+from contract.rundir import RunFile, RunWrites
 
 INVOKE, OK, FAIL, INFO = OP_TYPES
 
@@ -26,22 +30,25 @@ class Clock(Protocol):
     def now(self) -> int: ...
 
 
-def _line(op: dict[str, Any]) -> str:
+def _line(op: dict[str, Any]) -> bytes:
     """One op as a history line: the bytes json.dumps(op, separators=(",", ":"))
     writes for the history's values (non-str keys as strings too), at a fifth of
     its cost -- the simulator writes ~1,700 lines a run."""
-    return orjson.dumps(op, option=orjson.OPT_NON_STR_KEYS).decode()
+    return orjson.dumps(op, option=orjson.OPT_NON_STR_KEYS)
 
 
 class History:
     """Thread-safe append-only recorder; the file is the record (read it back
     with contract.rundir.read_history)."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
+    WHAT = "the history"
+
+    def __init__(self, path: Path, clock: Clock, writes: RunWrites | None = None) -> None:
         self.path = path
         self.clock = clock
+        self.writes = writes or RunWrites()
         self._lock = threading.Lock()
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file = RunFile(path, self.WHAT, self.writes)  # closed by close()
         self._index = 0
 
     def append(
@@ -59,8 +66,7 @@ class History:
                 "value": value,
                 **fields,
             }
-            self._file.write(_line(op) + "\n")
-            self._file.flush()
+            self._file.write(_line(op) + b"\n")
             self._index += 1
             return op
 
@@ -81,8 +87,7 @@ class History:
                 self._index += 1
                 out.append(op)
                 lines.append(_line(op))
-            self._file.write("\n".join(lines) + "\n")
-            self._file.flush()
+            self._file.write(b"\n".join(lines) + b"\n")
             return out
 
     def invoke(self, process: int | str, f: str, value: Any = None, **fields: Any) -> dict:
@@ -105,5 +110,4 @@ class History:
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            self._file.close()

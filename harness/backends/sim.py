@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.sim_cluster import Network, SimCluster
 from contract import CONTROLLER
+from contract.rundir import RunWrites
 from harness.backends.base import Backend
 from harness.backends.net import Grudge, Rules
 from harness.backends.spec import ClusterSpec
@@ -47,6 +48,8 @@ class SimBackend(Backend):
                                   network=self.network)
         self.rt = SimRuntime(self.cluster, self._node_of)
         self.tracer: Tracer | None = None
+        # Where the trace reports a failed write: the run's (set by its observation).
+        self.writes: RunWrites | None = None
 
     # -- addresses and views ------------------------------------------------------------
 
@@ -80,7 +83,7 @@ class SimBackend(Backend):
 
     def start_controller(self) -> None:
         # The run directory exists now: the fetch-round trace goes into it.
-        self.tracer = Tracer(self.cluster, self.run_dir / TRACE)
+        self.tracer = Tracer(self.cluster, self.run_dir / TRACE, self.writes)
         self.cluster.start(CONTROLLER)
 
     def start(self, node: str) -> None:

@@ -23,7 +23,7 @@ import sys
 from typing import NoReturn
 
 from checker.errors import CheckerError
-from contract.rundir import RunDirError
+from contract.rundir import RunDirError, RunWriteError
 from harness.backends import reaper
 from harness.cli import (
     chaos,
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
-    except (HarnessError, RunDirError, CheckerError) as e:  # each carries its exit status
+    except (HarnessError, RunDirError, RunWriteError, CheckerError) as e:  # each: its exit status
         print(f"isrlab: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

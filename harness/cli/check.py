@@ -4,7 +4,8 @@ Exit status: the verdicts of docs/anomalies.md (0 valid, 1 invalid or not
 reproduced, 3 incomplete, 2 a run that could not be read;
 checker.verdict.batch_exit_code) -- the CI gate. A run still marked running
 whose harness was killed is collected first (harness.run.collect), as `isrlab
-collect` does.
+collect` does. A run whose check/ cannot be written (a read-only mount) is
+refused before Spark starts: one line naming it, exit 2.
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ import sys
 from pathlib import Path
 
 from checker import client
-from checker.api import write_junit
 from checker.errors import CheckerError
 from checker.verdict import INCOMPLETE, batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
-from contract.rundir import RunDirError, discover, read_meta, run_status
+from contract.rundir import (
+    RunDirError,
+    RunWriteError,
+    discover,
+    read_meta,
+    require_writable,
+    run_status,
+)
 from harness.cli import checks, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.collect import collect_crashed, owner_gone
-from reports.render import INDEX, render_index
+from reports.render import INDEX
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,10 +58,13 @@ def run(args: argparse.Namespace) -> int:
     progress = flags.progress_of(args)
     try:
         run_dirs = discover(list(args.paths))
+        for r in run_dirs:  # where the results go, before any work
+            if run_status(r) != RUNNING:  # (a crashed run's collect finds it: untouched if alive)
+                require_writable(r / CHECK, "the check's results")
         _collect_crashed_runs(run_dirs, progress)
         results = checks.interruptible(client.check, list(args.paths), master=args.master,
                                 progress=progress.line, use_server=flags.use_server(args))
-    except (CheckerError, RunDirError) as e:
+    except (CheckerError, RunDirError, RunWriteError) as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     if not results:
@@ -83,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX
         if index is not None:
-            progress.line(f"index: {render_index([r.summary for r in results], index)}")
+            checks.write_index(results, index, progress)
     if args.junit is not None:
-        write_junit(results, args.junit)
+        checks.write_junit_or_exit(results, args.junit)
     if args.json:
         checks.print_json({"runs": [{**r.summary, "report": reports.get(r.run_id)}
                                     for r in results]})

@@ -24,7 +24,7 @@ from checker.output import write_check
 from checker.spark import check_master, task_slices
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
 from contract import CHECK, REPORT_HTML
-from contract.rundir import RunDirError
+from contract.rundir import RunDirError, RunWriteError
 from harness.errors import Interrupted, UsageError, one_line
 from harness.progress import Progress
 from harness.run import assertions
@@ -239,10 +239,29 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
              and (not reports_for_findings or r.anomalies or r.verdict != VALID)]
     progress.line(f"rendering {len(shown)} report(s)")
     render_reports([r.run_dir for r in shown], render_on)
-    progress.line(f"index: {render_index([r.summary for r in out], index)}")
+    write_index(out, index, progress)
     if junit is not None:
-        write_junit(out, junit)
+        write_junit_or_exit(out, junit)
     return out
+
+
+def write_index(results: list[RunResult], index: Path, progress: Progress) -> None:
+    """The batch's index page; one that does not fit on the disk costs the page, not
+    the verdicts (one line on stderr, as for a report)."""
+    try:
+        progress.line(f"index: {render_index([r.summary for r in results], index)}")
+    except OSError as e:
+        print(f"isrlab: no index page: {RunWriteError(index, 'the index page', e)}",
+              file=sys.stderr)
+
+
+def write_junit_or_exit(results: list[RunResult], path: Path) -> None:
+    """The JUnit report asked for; RunWriteError (one line, exit 2) if it cannot be
+    written."""
+    try:
+        write_junit(results, path)
+    except OSError as e:
+        raise RunWriteError(path, "the JUnit report", e, exit_code=2) from None
 
 
 def check_batch_or_exit(run_dirs: list[Path], index: Path, progress: Progress,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from contract import ASSERTIONS_JSON, CHECK, CONTROLLER, EVENTS, HISTORY, RUN_JSON, SUMMARY_JSON
-from contract.rundir import RunDirError, read_events, read_history, read_json
+from contract.rundir import RunDirError, RunWriteError, read_events, read_history, read_json
 
 # The checker's verdict names (checker.verdict; the harness does not import the
 # checker outside the CLI modules, tests/test_layering.py).
@@ -251,10 +251,14 @@ def judge(run_dir: Path, verdict: str) -> tuple[str, list[str]]:
             failed.append(f"assertion failed ({where}:{a.get('line')}): {describe(a)}, "
                           f"was {have:g}" + (f" -- {a['note']}" if a.get("note") else ""))
     judged = INVALID if failed else verdict
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"checked_at": summary.get("checked_at"),
-                               "verdict_before": verdict, "verdict": judged,
-                               "assertions": results, "failed": failed,
-                               "figures": own},
-                              indent=1, default=str))
+    text = json.dumps({"checked_at": summary.get("checked_at"),
+                       "verdict_before": verdict, "verdict": judged,
+                       "assertions": results, "failed": failed,
+                       "figures": own},
+                      indent=1, default=str)
+    try:
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(text)
+    except OSError as e:  # a full disk: as the checker's own results (exit 2)
+        raise RunWriteError(out, "the check's results", e, exit_code=2) from None
     return judged, failed

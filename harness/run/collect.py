@@ -8,7 +8,9 @@ A run whose harness died (SIGKILL, a crashed machine's CI job) was never
 collected: run.json still says "running" and its owner is gone.
 `collect_crashed` (`isrlab collect`, and `isrlab check` when it meets one) stops
 what is left of its cluster, reads every broker's data directory the same way,
-and marks the run "crashed" (docs/run-directory.md).
+and marks the run "crashed" (docs/run-directory.md). The data directories are
+only read; a run directory that cannot be written is refused before anything is
+stopped or changed.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from broker.wire import WireError
-from contract import CRASHED, EVENTS, HISTORY, RUNNING
-from contract.rundir import RunDirWriter, read_meta, utc_at, utc_now
+from contract import CRASHED, EVENTS, HISTORY, REPLICAS, RUNNING
+from contract.rundir import RunDirWriter, read_meta, require_writable, utc_at, utc_now
 from harness.backends import backend_class
 from harness.backends.admin import request, try_status
 from harness.backends.base import Backend
@@ -167,7 +169,10 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
     Returns None, touching nothing, if run.json is not "running" (the run ended, or
     was collected already). Raises UsageError (exit 2) if the run is still going
     (its owner is alive) or its owner cannot be checked from here (another host or
-    PID namespace), and for a run.json without a cluster or with an unknown backend."""
+    PID namespace), and for a run.json without a cluster or with an unknown backend.
+    Raises RunWriteError if the run directory cannot be written: exit 2 before
+    anything was touched (a read-only mount), 3 if a write fails on the way (a
+    full disk; run.json still says "running", so collecting can be done again)."""
     run_dir = Path(run_dir)
     meta = read_meta(run_dir)
     if meta.get("status") != RUNNING:
@@ -182,10 +187,15 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
         raise UsageError(f"{run_dir}/run.json: no cluster (brokers, topics with replica "
                          "lists) recorded; cannot tell which replicas to collect") from None
     backend = backend_class(str(meta.get("backend")))
+    require_writable(run_dir / REPLICAS, "the crashed run's replicas, rebuilt by collect")
     run = RunDirWriter.reopen(run_dir)
     done = Crashed(run.run_id, run_dir, why)
     say(f"run {run.run_id} crashed: {why}")
-    salvage = backend.salvage(run_dir, run.run_id, list(hosted))
+    try:
+        salvage = backend.salvage(run_dir, run.run_id, list(hosted))
+    except OSError as e:  # Docker and ssh copy the brokers' logs and data in
+        raise run.writes.failed(e.filename or run_dir, "the brokers' logs and data, "
+                                "copied into the run", e) from None
     done.stopped = salvage.stopped
     if salvage.stopped:
         say(f"stopped what was left running: {', '.join(salvage.stopped)}")
@@ -196,6 +206,7 @@ def collect_crashed(run_dir: Path, say: Callable[[str], None] = lambda _m: None
     say("replicas rebuilt from the data directories: " + ", ".join(
         f"{node} ({'no data' if n is None else f'{n} records'})"
         for node, n in done.records.items()))
+    run.release_reserve()  # the room the run kept to be closed in
     run.write_meta(
         status=CRASHED,
         ended_at=_last_write(run_dir) or utc_now(),

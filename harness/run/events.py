@@ -14,6 +14,10 @@ log has every event too (broker.process.EventLog), so once the collector sees
 an incarnation's process gone, or replaced by the next, it reads the rest of
 that incarnation from the log (the backend's `node_log`): every event a process
 wrote before it exited reaches events.jsonl, whoever ended it.
+
+A write to events.jsonl that fails (a full disk) is reported to the run's RunWrites,
+which stops the run; the file gets nothing more (contract.rundir.RunFile), the
+in-memory copy goes on.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from broker.process import logged_events
 from broker.wire import Connection, WireError
+from contract.rundir import RunFile, RunWriteError, RunWrites
 from harness.backends.base import Backend
 from harness.run.clock import RunClock
 
@@ -43,12 +48,12 @@ class _Cursor:
 
 class EventsCollector:
     def __init__(self, backend: Backend, clock: RunClock, path: Path,
-                 interval: float = 0.03) -> None:
+                 interval: float = 0.03, writes: RunWrites | None = None) -> None:
         self.backend = backend
         self.clock = clock
         self.path = path
         self.interval = interval
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
+        self._file = RunFile(path, "the events", writes or RunWrites())  # closed by stop()
         self._cursors: dict[str, _Cursor] = {}
         self._poll_lock = threading.Lock()  # one poll at a time: thread vs drain()
         self._events: list[dict[str, Any]] = []
@@ -161,9 +166,11 @@ class EventsCollector:
             ev["node"] = ev.get("node") or node
             ev["incarnation"] = incarnation
             out.append(ev)
-        for ev in out:
-            self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
-        self._file.flush()
+        try:
+            self._file.write("".join(json.dumps(ev, separators=(",", ":")) + "\n"
+                                     for ev in out).encode())
+        except RunWriteError:
+            pass  # reported to the run's RunWrites, which stops the run
         with self._events_lock:
             self._events.extend(out)
             self._events_lock.notify_all()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contract.rundir import RunDirWriter
+from contract.rundir import RunDirWriter, RunWrites
 from harness.backends.base import Backend
 from harness.run import collect
 from harness.run.clock import RunClock
@@ -24,9 +24,11 @@ class Observation:
         """The run's time axis: the wall clock."""
         return RunClock()
 
-    def events_collector(self, clock: RunClock, path: Path) -> EventsCollector:
-        """What gathers every node's protocol events into events.jsonl."""
-        return EventsCollector(self.backend, clock, path)
+    def events_collector(self, clock: RunClock, path: Path,
+                         writes: RunWrites) -> EventsCollector:
+        """What gathers every node's protocol events into events.jsonl (a failed
+        write reported to `writes`)."""
+        return EventsCollector(self.backend, clock, path, writes=writes)
 
     def observer(self, collector: EventsCollector) -> Observer:
         """What scenario steps read status and events through."""

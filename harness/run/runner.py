@@ -6,36 +6,49 @@ process) -> cluster up (controller, brokers, leaders known) -> events collector
 closed. A harness killed before the end leaves a "running" run whose owner is
 gone: `isrlab collect` finishes it (harness.run.collect.collect_crashed). The
 harness never judges: checking is the checker's job, called by the CLI afterwards.
+
+A run directory that cannot be written (a full disk, a read-only mount) when the
+run starts is a UsageError, nothing started and nothing left behind. During the
+run, the first failed write stops it (harness.run.halt) and is its error; the run
+is closed as any incomplete one, run.json written into the room its directory
+kept for that (contract.rundir.RESERVE).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import COMPLETE, CONTROLLER, INCOMPLETE, RUNNING
-from contract.rundir import RunDirWriter, new_run_id, utc_now
+from contract import COMPLETE, CONTROLLER, INCOMPLETE, RUN_JSON, RUNNING
+from contract.rundir import RunDirWriter, RunWriteError, RunWrites, new_run_id, utc_now
 from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
 from harness.backends.owner import Owner
 from harness.backends.sim import SimBackend
-from harness.errors import HarnessError, Interrupted, RunIncomplete
+from harness.backends.spec import ClusterSpec
+from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError
 from harness.progress import Progress, StatusTicker
+from harness.run.collect import hosted_partitions, offline_replicas
 from harness.run.execute import StepContext, StepRunner
+from harness.run.halt import HaltingRuntime
 from harness.run.observation import Observation
 from harness.run.observe import Observer, wait_for
 from harness.run.sim_observation import SimObservation
 from harness.scenario.loader import Scenario, workload_partitions
+from harness.scenario.steps import Step
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer
 from workloads.continuous import ContinuousWorkload
 from workloads.history import History
 from workloads.producer import Producer, Values
+from workloads.runtime import Runtime
 
 STARTUP_TIMEOUT = 30.0
 
@@ -61,15 +74,16 @@ class RunOptions:
 class RunRecord:
     run_id: str
     run_dir: Path
-    error: HarnessError | None
+    error: HarnessError | RunWriteError | None
     elapsed: float
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> RunRecord:
-    """Run one scenario. A run that cannot complete (including Ctrl-C) is returned
-    with `error` set and its run directory finalized as incomplete. Raises
-    UsageError, before creating anything, if the scenario's path is not reachable
-    under the protocol (its `reachable`) or the cluster's addresses are taken."""
+    """Run one scenario. A run that cannot complete (including Ctrl-C, a write of
+    its directory that fails) is returned with `error` set and its run directory
+    finalized as incomplete. Raises UsageError, before starting anything, if the
+    scenario's path is not reachable under the protocol (its `reachable`), the
+    cluster's addresses are taken or the run directory cannot be written."""
     scenario.require_reachable(opts.protocol)  # a run there would be a verdict on nothing
     t0 = time.monotonic()
     seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
@@ -86,55 +100,39 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # An interrupt from here until the `try` would leave a directory without
     # run.json, or one marked running by a harness that exited: held until then.
     reaper.hold()
-    run = RunDirWriter(opts.runs_dir, run_id)
+    writes = RunWrites()
     watch = _observation(backend)
     clock = watch.clock()
-    # The history and events files exist before run.json says "running": a harness
-    # killed right after writing it leaves a (empty) prefix the checker can read.
-    history = History(run.history, clock)
-    collector = watch.events_collector(clock, run.events)
-    meta = dict(
-        scenario=scenario.name,
-        scenario_file=str(scenario.path),
-        description=scenario.description,
-        source=scenario.source,
-        protocol=opts.protocol,
-        backend=opts.backend,
-        seed=seed,
-        cluster={
-            "brokers": spec.brokers,
-            "addresses": {n: backend.address(n) for n in backend.nodes},
-            "topics": spec.topics,
-            "replication_factor": max(len(r) for t in spec.topics for r in t["replicas"]),
-        },
-        broker_config=spec.broker_config,
-        controller_config=spec.controller_config,
-        workload=scenario.workload,
-        nemesis=[s.as_dict() for s in steps],
-        expect=scenario.expect_for(opts.protocol),
-        # Judged by the harness after the check (harness.run.assertions).
-        variant=scenario.variant,
-        assertions=[{k: v for k, v in a.items() if v is not None}
-                    for a in scenario.assertions_for(opts.protocol)],
-        started_at=utc_now(),
-        start_unix_ns=clock.start_unix_ns,
-        ended_at=None,
-        status=RUNNING,
-        # Who runs it: a "running" run whose owner is gone crashed (`isrlab collect`).
-        owner=Owner.this_process().as_record(),
-    )
-    meta.update(backend.run_meta())
-    meta.update(opts.meta)
-    run.write_meta(**meta)
+    opened: list[Callable[[], None]] = []  # closes what the start opened, if it fails
+    try:
+        run = RunDirWriter(opts.runs_dir, run_id, writes=writes)
+        # The history and events files exist before run.json says "running": a
+        # harness killed right after writing it leaves a (empty) prefix to check.
+        history = History(run.history, clock, writes)
+        opened.append(history.close)
+        collector = watch.events_collector(clock, run.events, writes)
+        opened.append(collector.stop)
+        run.write_meta(**_start_meta(scenario, opts, spec, backend, steps, seed,
+                                     clock.start_unix_ns))
+    except RunWriteError as e:
+        # Nothing started: what this run created goes (its id is new), and the
+        # runs directory is the user's to fix.
+        for close in opened:
+            close()
+        shutil.rmtree(opts.runs_dir / run_id, ignore_errors=True)
+        reaper.release()
+        raise UsageError(f"{e}; nothing was started") from None
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
                   f"on {opts.backend} (seed {seed})")
     nemesis = Nemesis(backend, history, before_fault=collector.drain,
                       on_window=lambda w: _window(progress, w))
-    error: HarnessError | None = None
+    error: HarnessError | RunWriteError | None = None
     labels: dict[str, list[int]] = {}
     background: ContinuousWorkload | None = None
     ticker: StatusTicker | None = None
     observer = watch.observer(collector)
+    # What the steps wait on: its sleeps end once a write of the run has failed.
+    rt = HaltingRuntime(backend.rt, writes)
     ctx: StepContext | None = None
     try:
         reaper.release()
@@ -142,7 +140,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         collector.start()
         for node in spec.brokers:
             backend.start(node)
-        _wait_cluster_ready(backend, observer)
+        _wait_cluster_ready(backend, observer, rt)
         progress.line(f"cluster up: {', '.join(f'{n}@{backend.address(n)}' for n in spec.brokers)}")
         client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
                                         if backend.is_reachable(n)}, rt=backend.rt)
@@ -167,26 +165,27 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                               retry_ms=w["retry_ms"]),
             consumer=Consumer(client, history, 1, w["topic"], w["partition"]),
             values=values, progress=progress, labels=labels, background=background,
-            client=client, workload=w, seed=seed, rt=backend.rt,
+            client=client, workload=w, seed=seed, rt=rt,
         )
         runner = StepRunner(ctx, str(scenario.path))
         for step in steps:
+            writes.check()
             runner.run(step)
-    except HarnessError as e:
+    except (HarnessError, RunWriteError) as e:
         error = e
     except (KeyboardInterrupt, Interrupted) as e:
         error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
     except Exception as e:
-        # A harness bug: still a clean teardown and a run.json that says so; the
-        # traceback goes to logs/harness.log, not the user's terminal.
-        (run.logs / "harness.log").write_text(traceback.format_exc())
-        error = RunIncomplete(f"internal error: {type(e).__name__}: {e} "
-                              f"(traceback in {run.logs / 'harness.log'})")
+        error = _internal_error(e, run, writes)
     finally:
         # Closing the run is not interruptible: an interrupt cutting it short would
         # leave run.json "running" and the cluster to the atexit reaper (on Docker,
         # its volumes removed before any `isrlab collect`). Raised once it is closed.
         reaper.hold()
+        # A write that failed is the run's error: whatever else went wrong after it
+        # (a wait cut short, a step that could not record its op) followed from it.
+        if writes.error is not None:
+            error = writes.error
         if ticker is not None:
             ticker.stop()
         if ctx is not None:
@@ -196,10 +195,14 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             background.stop()
         # Replicas are collected even from a failed run: its prefix is still
         # worth checking and reading.
+        replicas_written = True
         try:
             how = watch.collect_replicas(run)
             progress.line("replicas collected: " + ", ".join(f"{n} ({h})"
                                                                for n, h in how.items()))
+        except RunWriteError as e:
+            replicas_written = False
+            progress.line(f"replicas not collected: {e}")
         except Exception as e:  # noqa: BLE001 - must not stop the teardown below
             progress.line(f"replicas not collected: {type(e).__name__}: {e}")
         try:
@@ -208,19 +211,102 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             backend.teardown()
             # The clients' idle connections to this cluster lead nowhere now.
             backend.rt.close_idle([backend.address(n) for n in backend.nodes])
-            backend.collect_logs(run.path)
+            try:
+                backend.collect_logs(run.path)
+            except OSError as e:
+                progress.line(f"logs not collected: {e}")
             history.close()
-            run.write_meta(
-                ended_at=utc_now(),
-                status=INCOMPLETE if error else COMPLETE,
-                error=str(error) if error else None,
-                fault_windows=[w.as_dict() for w in nemesis.windows],
-                labels=labels,
-            )
+            # Room for the last writes, also on a full disk.
+            run.release_reserve()
+            if not replicas_written:
+                _unknown_replicas(run, backend, progress)
+            # A run whose replicas are unknown did not complete, however its steps went.
+            error = error or writes.error
+            try:
+                run.write_meta(
+                    ended_at=utc_now(),
+                    status=INCOMPLETE if error else COMPLETE,
+                    error=str(error) if error else None,
+                    fault_windows=[w.as_dict() for w in nemesis.windows],
+                    labels=labels,
+                )
+            except RunWriteError as e:
+                error = RunIncomplete(f"{error or e}; {RUN_JSON} could not be closed "
+                                      f"({e.reason}): it still says {RUNNING}")
     # Interrupted while the run was closed: it is (complete or incomplete, as
     # run.json says); stop before any check.
     reaper.release(what="")
     return RunRecord(run.run_id, run.path, error, time.monotonic() - t0)
+
+
+def _start_meta(scenario: Scenario, opts: RunOptions, spec: ClusterSpec, backend: Backend,
+                steps: list[Step], seed: int, start_unix_ns: int) -> dict[str, Any]:
+    """run.json as the run starts: status "running", its owner this process."""
+    meta = dict(
+        scenario=scenario.name,
+        scenario_file=str(scenario.path),
+        description=scenario.description,
+        source=scenario.source,
+        protocol=opts.protocol,
+        backend=opts.backend,
+        seed=seed,
+        cluster={
+            "brokers": spec.brokers,
+            "addresses": {n: backend.address(n) for n in backend.nodes},
+            "topics": spec.topics,
+            "replication_factor": max(len(r) for t in spec.topics for r in t["replicas"]),
+        },
+        broker_config=spec.broker_config,
+        controller_config=spec.controller_config,
+        workload=scenario.workload,
+        nemesis=[s.as_dict() for s in steps],
+        expect=scenario.expect_for(opts.protocol),
+        # Judged by the harness after the check (harness.run.assertions).
+        variant=scenario.variant,
+        assertions=[{k: v for k, v in a.items() if v is not None}
+                    for a in scenario.assertions_for(opts.protocol)],
+        started_at=utc_now(),
+        start_unix_ns=start_unix_ns,
+        ended_at=None,
+        status=RUNNING,
+        # Who runs it: a "running" run whose owner is gone crashed (`isrlab collect`).
+        owner=Owner.this_process().as_record(),
+    )
+    meta.update(backend.run_meta())
+    meta.update(opts.meta)
+    return meta
+
+
+def _internal_error(e: Exception, run: RunDirWriter, writes: RunWrites) -> HarnessError:
+    """A harness bug: still a clean teardown and a run.json that says so; the
+    traceback goes to logs/harness.log, not the user's terminal. (An OSError
+    on a file of the run directory is a write that failed, not a bug.)"""
+    if isinstance(e, OSError) and e.filename and run.path in Path(e.filename).parents:
+        writes.failed(e.filename, "the run directory", e)
+    if writes.error is not None:
+        return RunIncomplete(str(writes.error))  # replaced by it when the run closes
+    log = run.logs / "harness.log"
+    try:
+        log.write_text(traceback.format_exc())
+    except OSError as err:
+        return RunIncomplete(f"internal error: {type(e).__name__}: {e} (no traceback: "
+                             f"{log}: {err.strerror})")
+    return RunIncomplete(f"internal error: {type(e).__name__}: {e} (traceback in {log})")
+
+
+def _unknown_replicas(run: RunDirWriter, backend: Backend, progress: Progress) -> None:
+    """The replicas of a run that could not write them: whatever was written of
+    them goes (a cut replica log would read as lost records), and every broker
+    gets an empty log and its partitions as "none" (`source: "unwritten"`), so
+    what the run recorded is still checked -- a final log unknown, not wrong."""
+    shutil.rmtree(run.replicas, ignore_errors=True)
+    try:
+        for node in backend.brokers:
+            _, parts = offline_replicas({}, hosted_partitions(backend.spec.topics, node))
+            run.write_replica(node, [], {"node": node, "partitions": parts,
+                                         "source": "unwritten", "running": False})
+    except RunWriteError as e:
+        progress.line(f"replicas not written: {e}")
 
 
 def _observation(backend: Backend) -> Observation:
@@ -237,8 +323,9 @@ def _window(progress: Progress, w: FaultWindow) -> None:
                       f"{(w.end - w.start) / 1e9:.2f}s")
 
 
-def _wait_cluster_ready(backend: Backend, obs: Observer) -> None:
-    """Every broker live at the controller and every replica knows its leader."""
+def _wait_cluster_ready(backend: Backend, obs: Observer, rt: Runtime) -> None:
+    """Every broker live at the controller and every replica knows its leader (a
+    write of the run that fails ends the wait: `rt`)."""
     last: dict[str, Any] = {}
 
     def ready() -> bool:
@@ -258,6 +345,6 @@ def _wait_cluster_ready(backend: Backend, obs: Observer) -> None:
 
     try:
         wait_for(ready, STARTUP_TIMEOUT, what="the cluster to come up",
-                 last_seen=lambda: last, rt=backend.rt)
+                 last_seen=lambda: last, rt=rt)
     except RunIncomplete as e:
         raise RunIncomplete(f"cluster did not come up: {e}") from e

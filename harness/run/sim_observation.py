@@ -7,6 +7,7 @@ simulated nodes (a broker that is down: from its simulated files).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import orjson
 
 from broker.sim_cluster import SimCluster
-from contract.rundir import RunDirWriter
+from contract.rundir import RunDirWriter, RunFile, RunWriteError, RunWrites
 from harness.backends.sim import SimBackend
 from harness.run.collect import hosted_partitions, log_rows, offline_replicas
 from harness.run.observation import Observation
@@ -44,9 +45,11 @@ class SimObservation(Observation):
     def clock(self) -> SimClock:  # type: ignore[override]
         return SimClock(self.sim.cluster)
 
-    def events_collector(self, clock: Any, path: Path) -> SimEventsCollector:  # type: ignore[override]
-        collector = SimEventsCollector(path)
+    def events_collector(self, clock: Any, path: Path,  # type: ignore[override]
+                         writes: RunWrites) -> SimEventsCollector:
+        collector = SimEventsCollector(path, writes)
         self.sim.on_event = collector.record
+        self.sim.writes = writes  # the fetch-round trace's failed writes too
         return collector
 
     def observer(self, collector: Any) -> SimObserver:
@@ -96,17 +99,21 @@ class SimObserver(Observer):
 
 class SimEventsCollector:
     """The events collector's interface (harness.run.events) for the simulator: every
-    event is written to events.jsonl as it happens, in the simulator's order."""
+    event is written to events.jsonl as it happens, in the simulator's order. A
+    failed write is reported to the run's RunWrites (never raised into the
+    simulator's event loop); the file then gets nothing more."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, writes: RunWrites | None = None) -> None:
         self.path = path
-        self._file = open(path, "ab")  # noqa: SIM115 - closed by stop()
+        self._file = RunFile(path, "the events", writes or RunWrites(),
+                             buffer=1 << 16)  # closed by stop()
         self._events: list[dict[str, Any]] = []
 
     def record(self, node: str, incarnation: str, ev: dict[str, Any]) -> None:
         ev = {**ev, "incarnation": incarnation}
-        if not self._file.closed:
-            self._file.write(orjson.dumps(ev) + b"\n")
+        if self._file.error is None and not self._file.closed:
+            with contextlib.suppress(RunWriteError):  # reported: the run stops
+                self._file.write(orjson.dumps(ev) + b"\n")
         self._events.append(ev)
 
     def events(self, predicate: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
@@ -120,11 +127,13 @@ class SimEventsCollector:
         return None
 
     def stop(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        self._file.close()
 
     def poll_all(self) -> None:
         return None
 
     def drain(self, node: str) -> None:
-        self._file.flush()  # before a fault: what happened so far is on disk
+        # Before a fault: what happened so far is on disk.
+        if self._file.error is None and not self._file.closed:
+            with contextlib.suppress(RunWriteError):  # reported: the run stops
+                self._file.flush()

@@ -10,6 +10,7 @@ out); `isrlab trace NAME` prints it as a table and the report shows it.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +18,20 @@ import orjson
 
 from broker.sim_cluster import SimCluster
 from contract import TRACE
-from contract.rundir import read_jsonl
+from contract.rundir import RunFile, RunWriteError, RunWrites, read_jsonl
 
 __all__ = ["TRACE", "Tracer", "read_trace", "table"]
 
 
 class Tracer:
-    """Collects the rows of one simulated run into `path` as they happen."""
+    """Collects the rows of one simulated run into `path` as they happen. A failed
+    write is reported to `writes` (never raised into the simulator's event loop);
+    the file then gets nothing more."""
 
-    def __init__(self, cluster: SimCluster, path: Path) -> None:
+    def __init__(self, cluster: SimCluster, path: Path, writes: RunWrites | None = None) -> None:
         self.cluster = cluster
-        self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._file = RunFile(path, "the fetch-round trace", writes or RunWrites(),
+                             truncate=True, buffer=1 << 16)  # closed by close()
         self._last: dict[tuple[str, int], Any] = {}
         self.rounds = 0
         cluster.on_fetch_round = self.fetch_round
@@ -65,7 +69,9 @@ class Tracer:
                    "remote_leo": dict(leader[3])},
                "replicas": {n: {"role": role, "leo": leo, "hw": hw}
                             for n, role, leo, hw in replicas}}
-        self._file.write(orjson.dumps(row) + b"\n")
+        if self._file.error is None:
+            with contextlib.suppress(RunWriteError):  # reported: the run stops
+                self._file.write(orjson.dumps(row) + b"\n")
 
     def close(self) -> None:
         self._file.close()
@@ -85,7 +91,8 @@ def _answer(resp: dict[str, Any] | None) -> str:
 
 
 def read_trace(run_dir: Path) -> list[dict[str, Any]]:
-    """trace.jsonl's rows (contract.rundir.read_jsonl: [] without the file)."""
+    """The trace's rows ([] without one; a last line cut by a full disk left out:
+    contract.rundir.read_jsonl's rules)."""
     return read_jsonl(run_dir, TRACE)
 
 
