@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from contract import NETWORK_FAULTS, PROCESS_FAULTS
 from harness.backends.base import CONTROLLER
+from harness.duration import DurationError, parse_duration
 from harness.validate import Validator, check_topic_partition, empty_map, in_range
 from harness.yamlloc import LocMap, LocSeq
 from nemesis import delays, grudges
@@ -30,7 +30,6 @@ STEP_MODIFIERS = ("since", "before", "variants", "note")
 # (a timer, not the next steps' duration). Only pause: its undo (SIGCONT) is
 # instant, so a timer thread never waits on a broker's start-up.
 TIMED_FAULTS = {"pause": "resume"}
-DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)?\s*$")
 # Broker status fields a wait may test; the controller's status has a subset
 # (leader, leader_epoch, isr, partition_epoch).
 STATUS_FIELDS = ("role", "leader", "leader_epoch", "leo", "hw", "hw_checkpoint", "isr",
@@ -164,15 +163,12 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
 
 
 def duration(v: Validator, raw: Any, line: int, what: str) -> float:
-    """Seconds from `2`, `0.5`, `2s`, `100ms` (a positive amount)."""
-    if isinstance(raw, str):
-        m = DURATION.match(raw)
-        if m is None:
-            raise v.err(line, f"{what}: cannot parse duration {raw!r}; write e.g. 100ms, "
-                              f"2s or 1.5 (seconds)")
-        x = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-        return v.seconds(x, line, what)
-    return v.seconds(raw, line, what)
+    """Seconds from a duration (harness.duration's grammar: `2`, `0.5`, `2s`, `100ms`,
+    `1m30s`; more than 0, at most 7 days); FILE:LINE otherwise."""
+    try:
+        return parse_duration(raw, what)
+    except DurationError as e:
+        raise v.err(line, str(e)) from None
 
 
 def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
@@ -370,7 +366,7 @@ def _delay_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[s
         raise v.err(line, "delay: a node cannot be both in from and to")
     seconds = None
     if "for" in m:
-        seconds = duration(v, m["for"], m.line_of("for"), "for")
+        seconds = duration(v, m["for"], m.line_of("for"), "delay for")
     requests = None
     if "requests" in m:
         rl = m["requests"]
