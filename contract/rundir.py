@@ -376,12 +376,13 @@ def read_jsonl_numbered(run: Path, rel: str) -> list[tuple[int, dict[str, Any]]]
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
+        # In the checker's words (checker/load.py _describe_corrupt).
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise RunDirError(run, rel, f"not JSON: {e.msg}", n) from None
+            raise RunDirError(run, rel, f"not JSON ({e.msg}): {line[:80]!r}", n) from None
         if not isinstance(row, dict):
-            raise RunDirError(run, rel, "expected a JSON object", n)
+            raise RunDirError(run, rel, f"not a JSON object: {line[:80]!r}", n)
         out.append((n, row))
     return out
 
