@@ -9,7 +9,9 @@ background consumer), then idle time. The result is exported as `isrlab
 export` writes a scenario, to --out (default: ./<name>.yaml).
 
 Exit status: 0 when written; 2 for bad input (not a sim chaos run, no anomaly
-to keep, a kind it does not show); the checker's status if a check fails.
+to keep, a kind it does not show, an --out -- or without it the current
+directory -- or the run's directory it cannot write: said before any work);
+the checker's status if a check fails.
 A CLI module: it wires the harness to the checker (tests/test_layering.py).
 """
 
