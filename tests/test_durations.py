@@ -96,3 +96,29 @@ def test_scenario_durations_use_the_same_grammar(tmp_path: Path, value: str, sai
     with pytest.raises(ScenarioError) as e:
         load_scenario(bad)
     assert e.value.line == n and said in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(("flag", "what"), [
+    ("--interval", "interval"), ("--duration", "duration"), ("--gap", "gap"),
+    ("--quiet-period", "quiet period"), ("--linger", "linger")])
+@pytest.mark.parametrize(("value", "said"), [("1h2", "is ambiguous"), ("inf", "does not parse"),
+                                             ("8d", "does not parse")])
+def test_chaos_duration_options_use_the_same_grammar(tmp_path: Path, flag: str, what: str,
+                                                     value: str, said: str) -> None:
+    runs = tmp_path / "runs"
+    line = one_line_error(isrlab("chaos", "--protocol", "0.10", "--time-limit", "10s", flag,
+                                 value, "--runs-dir", str(runs)))
+    assert f"argument {flag}: {what} '{value}' {said}" in line, line
+    assert not runs.exists()
+
+
+def test_nightly_interval_uses_the_same_grammar(tmp_path: Path) -> None:
+    src = (ROOT / "nightly" / "sample.yaml").read_text(encoding="utf-8")
+    lines = src.splitlines()
+    n = next(i for i, x in enumerate(lines) if "time_limit:" in x)
+    indent = lines[n][:len(lines[n]) - len(lines[n].lstrip())]
+    lines.insert(n + 1, f"{indent}interval: 2m3")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    line = one_line_error(isrlab("nightly", str(bad), "--results", str(tmp_path / "res")))
+    assert line.startswith(f"isrlab: {bad}:{n + 2}: interval '2m3' is ambiguous"), line

@@ -17,6 +17,7 @@ from harness.backends import BACKENDS
 from harness.backends.hostsfile import load_hosts
 from harness.backends.ports import MAX_PORT
 from harness.chaos.runs import parse_sets, parse_time_limit
+from harness.duration import parse_duration
 from harness.errors import UsageError
 from harness.progress import Progress
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
@@ -59,6 +60,12 @@ def positive_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     return number(text, float, "a number", lambda x: x > 0, "> 0")
+
+
+def duration(what: str) -> Callable[[str], float]:
+    """An argparse type: a duration in seconds (harness.duration's grammar, the one
+    every duration option and file uses: `3`, `500ms`, `2m`; at most 7 days)."""
+    return typed(lambda text: parse_duration(text, what))
 
 
 def probability(text: str) -> float:
