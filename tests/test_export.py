@@ -328,3 +328,16 @@ def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(
     assert time.monotonic() - t0 < 15  # shrink used to simulate and check for 29 s first
     assert msg.startswith("isrlab: error: argument --out: ") and said in msg, msg
     assert not (kip101_run.parent / f"{kip101_run.name}-shrink").exists()
+
+
+@pytest.mark.parametrize("nemesis", [["a step"], [{"kind": "wait", "args": {}}],
+                                     [{"kind": "explode", "args": {}}]], ids=str)
+def test_run_json_steps_that_are_malformed_are_one_line(tmp_path: Path, kip101_run: Path,
+                                                        nemesis: list) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(kip101_run, run)
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    meta["nemesis"] = nemesis
+    (run / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    msg = one_line_error(isrlab("export", str(run)))
+    assert msg.startswith(f"isrlab: {run}/run.json: "), msg

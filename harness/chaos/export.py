@@ -84,15 +84,12 @@ def export_scenario(run_dir: Path) -> Export:
     if not brokers or protocol not in PROTOCOLS:
         raise UsageError(f"{run_dir}/run.json: no cluster.brokers or protocol to export")
     chaos = meta.get("chaos") or {}
-    recorded = meta.get("nemesis")
-    if not chaos and isinstance(recorded, list) and recorded:
-        steps = [_scenario_step(s, brokers, run_dir) for s in recorded]
-    elif meta.get("backend") == "sim" and chaos.get("schedule"):
-        steps = _planned_steps(chaos["schedule"], ops, brokers, run_dir)
-        if not steps or steps[-1] != "final-read":
-            steps.append("final-read")
-    else:
-        steps = _happened_steps(ops, brokers, run_dir)
+    try:
+        steps = _steps(meta, chaos, ops, brokers, run_dir)
+    except (KeyError, TypeError, AttributeError) as e:
+        # run.json written by hand or cut short: its steps or schedule lack a field.
+        raise UsageError(f"{run_dir}/{RUN_JSON}: its steps cannot be exported: a step or "
+                         f"schedule entry is malformed ({type(e).__name__}: {e})") from None
     found = found_kinds(run_dir)
     workload = dict(meta.get("workload") or {})
     if isinstance(meta.get("seed"), int):
@@ -129,6 +126,21 @@ def export_scenario(run_dir: Path) -> Export:
     return Export(name, header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
                                                 default_flow_style=None, width=100), notes,
                   again)
+
+
+def _steps(meta: dict[str, Any], chaos: dict[str, Any], ops: list[dict[str, Any]],
+           brokers: list[str], run_dir: Path) -> list[Any]:
+    """A scenario run's recorded steps, a sim chaos run's schedule, or another chaos
+    run's history (the module's docstring)."""
+    recorded = meta.get("nemesis")
+    if not chaos and isinstance(recorded, list) and recorded:
+        return [_scenario_step(s, brokers, run_dir) for s in recorded]
+    if meta.get("backend") == "sim" and chaos.get("schedule"):
+        steps = _planned_steps(chaos["schedule"], ops, brokers, run_dir)
+        if not steps or steps[-1] != "final-read":
+            steps.append("final-read")
+        return steps
+    return _happened_steps(ops, brokers, run_dir)
 
 
 def _notes(run_dir: Path, meta: dict[str, Any]) -> list[str]:
