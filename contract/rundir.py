@@ -31,11 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from contract import (
+    CLIENT_FS,
     EVENTS,
     FORMAT_VERSION,
     HISTORY,
     LOG,
     LOGS,
+    NEMESIS_FS,
+    NEMESIS_PROCESS,
+    OP_TYPES,
     REPLICAS,
     RESERVE,
     RUN_JSON,
@@ -45,10 +49,11 @@ from contract import (
 
 __all__ = [
     "RunDirError", "RunDirWriter", "RunFile", "RunWriteError", "RunWrites", "TornTail",
-    "check_utf8", "count_ops", "discover", "find_line", "new_run_id", "read_events",
-    "read_history", "read_json", "read_jsonl", "read_log",
-    "read_meta", "read_state", "readable_meta", "require_writable", "run_status", "torn_tail",
-    "utc_at", "utc_now", "write_json", "write_jsonl",
+    "check_utf8", "count_ops", "discover", "find_line", "new_run_id", "op_problem",
+    "read_checked_history", "read_events", "read_history", "read_json", "read_jsonl",
+    "read_jsonl_numbered", "read_log", "read_meta", "read_state", "readable_meta",
+    "require_writable", "run_status", "torn_tail", "utc_at", "utc_now", "write_json",
+    "write_jsonl",
 ]
 
 # Lines longer than this at the end of a file are read in full anyway; it only
@@ -515,6 +520,11 @@ def read_jsonl(run: Path, rel: str) -> list[dict[str, Any]]:
     [] if it is missing, its torn last line (torn_tail) left out, blank lines
     skipped. RunDirError at the first other line that is not UTF-8 or not a JSON
     object."""
+    return [row for _, row in read_jsonl_numbered(run, rel)]
+
+
+def read_jsonl_numbered(run: Path, rel: str) -> list[tuple[int, dict[str, Any]]]:
+    """read_jsonl's records, each with its 1-based line number."""
     path = Path(run) / rel
     try:
         raw = path.read_bytes()
@@ -524,23 +534,87 @@ def read_jsonl(run: Path, rel: str) -> list[dict[str, Any]]:
     if lines[-1] and _is_torn(lines[-1]):
         lines.pop()
     text = _decode(run, rel, b"\n".join(lines))
-    out: list[dict[str, Any]] = []
+    out: list[tuple[int, dict[str, Any]]] = []
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
+        # In the checker's words (checker/load.py _describe_corrupt).
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise RunDirError(run, rel, f"not JSON: {e.msg}", n) from None
+            raise RunDirError(run, rel, f"not JSON ({e.msg}): {line[:80]!r}", n) from None
         if not isinstance(row, dict):
-            raise RunDirError(run, rel, "expected a JSON object", n)
-        out.append(row)
+            raise RunDirError(run, rel, f"not a JSON object: {line[:80]!r}", n)
+        out.append((n, row))
     return out
 
 
 def read_history(run: Path) -> list[dict[str, Any]]:
     """history.jsonl's ops (read_jsonl's rules)."""
     return read_jsonl(run, HISTORY)
+
+
+# The history fields that have one JSON type (checker/schemas.py HISTORY, PY_TYPES).
+_OP_FIELD_TYPES: dict[str, type] = {"index": int, "time": int, "topic": str, "partition": int,
+                                    "offset": int, "records": list, "hw": int, "epoch": int}
+
+
+def _json_text(v: Any) -> str:
+    """A value as the checker quotes it: JSON text, a non-string as its JSON string."""
+    return json.dumps(v if isinstance(v, str) else json.dumps(v))
+
+
+def op_problem(op: dict[str, Any]) -> str | None:
+    """What makes a history op bad, in the checker's words -- the checks, in their
+    order, of checker/load.py (_history_checks, _describe_corrupt), which set such
+    a run aside as `error` --, or None. For readers that act on a history without
+    the checker (`isrlab export`): they refuse the line check refuses."""
+    for name, want in _OP_FIELD_TYPES.items():
+        v = op.get(name)
+        if v is not None and (not isinstance(v, want) or isinstance(v, bool)):
+            return f"field {name!r} must be {want.__name__}, got {v!r}"
+    typ, f, proc = op.get("type"), op.get("f"), op.get("process")
+    for name in ("index", "process", "type"):
+        if op.get(name) is None:
+            return f"missing field {name!r}"
+    if typ not in OP_TYPES:
+        return f"unknown op type {_json_text(typ)}"
+    if f is None:
+        return "missing field 'f'"
+    if proc == NEMESIS_PROCESS and f not in NEMESIS_FS:
+        return f"unknown nemesis op f={_json_text(f)}"
+    if proc != NEMESIS_PROCESS and f not in CLIENT_FS:
+        return f"unknown op f={_json_text(f)}"
+    if f in CLIENT_FS:
+        for name in ("topic", "partition"):
+            if op.get(name) is None:
+                return f"{f} op without {name!r}"
+    if f == "send":
+        v = op.get("value")
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"send value must be an integer, got {_json_text(v)}"
+        if typ == "ok" and op.get("offset") is None:
+            return "ok send without 'offset'"
+    if f == "poll" and typ == "ok":
+        records = op.get("records")
+        if records is None:
+            return "ok poll without 'records'"
+        if not all(isinstance(r, list) and len(r) == 2 and None not in r for r in records):
+            return "poll record is not [offset, value]"
+    return None
+
+
+def read_checked_history(run: Path) -> list[dict[str, Any]]:
+    """history.jsonl's ops (read_jsonl's rules), each also checked as the checker
+    checks it (op_problem): RunDirError naming the first bad line, as `check`
+    reports the run."""
+    ops = []
+    for n, op in read_jsonl_numbered(run, HISTORY):
+        problem = op_problem(op)
+        if problem is not None:
+            raise RunDirError(run, HISTORY, problem, n)
+        ops.append(op)
+    return ops
 
 
 def read_events(run: Path) -> list[dict[str, Any]]:

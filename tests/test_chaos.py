@@ -29,7 +29,7 @@ CHAOS = ["chaos", "--protocol", "0.10", "--time-limit", "10s"]
      "argument --faults: unknown target 'everyone' for kill; known: one, leader, minority, all"),
     (["--faults", "halves:leader"], "argument --faults: halves takes no target"),
     (["--time-limit", "sixty"], "argument --time-limit: time limit 'sixty' does not parse"),
-    (["--time-limit", "0s"], "argument --time-limit: time limit '0s' does not parse"),
+    (["--time-limit", "0s"], "argument --time-limit: time limit '0s' must be more than 0"),
     (["--set", "min.insync.replicas=two"],
      "argument --set: 'min.insync.replicas=two': 'two' is not an integer"),
     (["--set", "min.insync.replica=2"],
@@ -151,3 +151,25 @@ def test_interrupt_stops_the_cluster_and_keeps_a_checkable_prefix(tmp_path: Path
     assert meta["status"] == "incomplete" and "interrupted" in meta["error"]
     assert read_history(run_dir)  # a readable prefix
     assert (run_dir / "replicas").is_dir()
+
+
+def test_the_recovery_progress_lines_say_what_was_recovered_never_none(tmp_path: Path) -> None:
+    """A partition's recovery is a `heal`, which has no value: the line says what it
+    did, and no progress line of the run prints "None" (it once read "recovered:
+    heal None")."""
+    import io
+
+    from harness.chaos.runs import ChaosConfig, chaos_run
+    from harness.progress import Progress
+    from harness.run.runner import RunOptions, run_scenario
+
+    cfg = ChaosConfig(protocol="latest", time_limit=8.0, faults=parse_faults("isolate"),
+                      producers=1, consumers=1, rate=50.0)
+    scenario, meta = chaos_run(cfg, 3)
+    out = io.StringIO()
+    rec = run_scenario(scenario, RunOptions(protocol="latest", backend="sim", seed=3,
+                                            runs_dir=tmp_path, meta=meta), Progress(out))
+    text = out.getvalue()
+    assert rec.error is None, text
+    assert "recovered: heal (every link restored, held messages delivered)" in text, text
+    assert "None" not in text, text

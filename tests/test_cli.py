@@ -613,7 +613,7 @@ def test_bad_assertion_and_duration_name_the_line(tmp_path: Path) -> None:
     assert line.startswith(f"isrlab: {bad}:{n}: unknown figure 'hw_stalls'"), line
     bad.write_text(src.replace("for: 100ms", "for: 100 msec"))
     line = one_line_error(isrlab("matrix", "--scenario", str(bad)))
-    assert f"{bad}:" in line and "cannot parse duration '100 msec'" in line
+    assert f"{bad}:" in line and "pause for '100 msec' does not parse" in line
 
 
 def test_matrix_bad_input() -> None:

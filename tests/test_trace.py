@@ -8,7 +8,9 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
+from test_cli import one_line_error
 
 
 def _trace(tmp_path, *args: str) -> subprocess.CompletedProcess:
@@ -54,3 +56,21 @@ def test_trace_prints_a_table_and_keeps_trace_jsonl(tmp_path):
 def test_trace_of_an_unknown_scenario_is_exit_2(tmp_path):
     r = _trace(tmp_path, "no-such-scenario", "--protocol", "0.10")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--topic", "nosuch"], "trace: no topic 'nosuch'; the scenario has topic 't', partition 0"),
+    (["--partition", "7"], "trace: topic 't' has no partition 7; the scenario has topic 't', "
+                           "partition 0"),
+    (["--partition", "-1"], "trace: topic 't' has no partition -1; the scenario has topic 't', "
+                            "partition 0"),
+    (["--partition", "one"], "argument --partition: 'one' is not a partition number"),
+])
+def test_a_partition_the_scenario_lacks_is_one_line_before_the_run(tmp_path, args, said):
+    runs = tmp_path / "runs"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "trace", "hw-lags-one-fetch",
+                        "--protocol", "0.10", *args, "--runs-dir", str(runs)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = one_line_error(r)
+    assert said in line, line
+    assert not runs.exists()  # nothing ran

@@ -32,6 +32,7 @@ from contract import ANOMALIES_JSON, ANOMALY_KINDS, CHECK, PROTOCOLS
 from contract.rundir import read_events, read_json
 from harness.backends import BACKENDS
 from harness.chaos.runs import ChaosConfig, parse_sets, parse_time_limit
+from harness.duration import DurationError, parse_duration
 from harness.errors import UsageError
 from harness.validate import Validator
 from harness.yamlloc import LocMap, LocSeq, load
@@ -178,6 +179,12 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
             continue
         if isinstance(minimum, int) and not isinstance(minimum, float):
             numbers[key] = v.integer(raw, line, key, minimum=1)
+            continue
+        if key in ("interval", "duration"):  # durations: the one grammar (`3`, `2s`)
+            try:
+                numbers[key] = parse_duration(raw, key)
+            except DurationError as e:
+                raise v.err(line, str(e)) from None
             continue
         try:
             x = float(raw)

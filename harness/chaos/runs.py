@@ -16,7 +16,6 @@ each error a UsageError naming what is wrong.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
 from contract import PROTOCOLS
 from harness.backends.spec import check_release_configs
+from harness.duration import DurationError, parse_duration
 from harness.errors import UsageError
 from harness.scenario.loader import Scenario
 from harness.scenario.steps import DEFAULT_FINAL_TIMEOUT, Step
@@ -39,23 +39,13 @@ from nemesis.schedule import (
 CHAOS = "chaos"  # the name in a chaos run's id: <time>-chaos-<protocol>-<hex>
 TOPIC = "t"
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)?")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
 def parse_time_limit(text: str) -> float:
-    """`60s`, `2m`, `1m30s`, `90` (seconds), `1.5h` -> seconds; UsageError otherwise."""
-    t = text.strip().lower()
-    total, pos = 0.0, 0
-    for m in _DURATION.finditer(t):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if not t or pos != len(t) or total <= 0:
-        raise UsageError(f"time limit {text!r} does not parse; give e.g. 60s, 2m, 1m30s or "
-                         "90 (seconds), more than 0")
-    return total
+    """A time limit (harness.duration's grammar: `90`, `90s`, `20m`, `1h30m`; at
+    most 7 days) -> seconds; UsageError otherwise."""
+    try:
+        return parse_duration(text, "time limit")
+    except DurationError as e:
+        raise UsageError(str(e)) from None
 
 
 def parse_sets(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:

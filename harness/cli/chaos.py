@@ -39,31 +39,31 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     flags.add_port_flag(c)
     flags.add_hosts_flag(c)
     flags.add_network_flags(c)
-    count, seconds = flags.typed(flags.positive_int), flags.typed(flags.positive_float)
+    count = flags.typed(flags.positive_int)
     c.add_argument("--brokers", type=count, default=ChaosConfig.brokers)
     c.add_argument("--partitions", type=count, default=ChaosConfig.partitions)
     c.add_argument("--producers", type=count, default=ChaosConfig.producers)
-    c.add_argument("--rate", type=seconds, default=ChaosConfig.rate,
+    c.add_argument("--rate", type=flags.typed(flags.positive_float), default=ChaosConfig.rate,
                    help="target records per second over all producers (default "
                         f"{ChaosConfig.rate:g})")
     c.add_argument("--batch", type=count, default=ChaosConfig.batch,
                    help="records per produce request at most, Kafka's batch.size "
                         f"(default {ChaosConfig.batch}; 1: one record per request)")
-    c.add_argument("--linger", type=seconds, default=ChaosConfig.linger,
+    c.add_argument("--linger", type=flags.duration("linger"), default=ChaosConfig.linger,
                    help="seconds a batch waits for more records, linger.ms (default "
                         f"{ChaosConfig.linger:g})")
-    c.add_argument("--interval", type=seconds, default=ChaosConfig.interval,
+    c.add_argument("--interval", type=flags.duration("interval"), default=ChaosConfig.interval,
                    help=f"mean seconds before each fault (default {ChaosConfig.interval:g})")
-    c.add_argument("--duration", type=seconds, default=ChaosConfig.duration,
+    c.add_argument("--duration", type=flags.duration("duration"), default=ChaosConfig.duration,
                    help=f"mean seconds a fault lasts (default {ChaosConfig.duration:g})")
     c.add_argument("--overlap", type=flags.typed(flags.probability), default=ChaosConfig.overlap,
                    help="probability that a package is compound: a second process fault "
                         "on another broker --gap later, both open together (default "
                         f"{ChaosConfig.overlap:g})")
-    c.add_argument("--gap", type=seconds, default=None,
+    c.add_argument("--gap", type=flags.duration("gap"), default=None,
                    help="mean seconds between a compound package's two faults (default: "
                         "half the controller's session timeout)")
-    c.add_argument("--quiet-period", type=seconds, default=ChaosConfig.quiet,
+    c.add_argument("--quiet-period", type=flags.duration("quiet period"), default=ChaosConfig.quiet,
                    help=f"seconds of calm after each recovery (default {ChaosConfig.quiet:g})")
     c.add_argument("--keep", choices=("all", "anomalies"), default="all",
                    help="anomalies: delete the run directories that show none after the "

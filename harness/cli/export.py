@@ -1,5 +1,10 @@
-"""`isrlab export RUN_DIR`: a chaos run's faults and workload as a scenario YAML
-(harness.chaos.export), to reproduce a finding (docs/chaos.md)."""
+"""`isrlab export RUN_DIR`: a run's steps, or a chaos run's faults and workload, as
+a scenario YAML (harness.chaos.export), to reproduce a finding (docs/chaos.md).
+
+Exit status: 0 when written; 2 for bad input -- not a run directory, a history
+line `check` would refuse (naming the run, file and line), a `--out` that is a
+directory or cannot be written (checked before anything is read).
+"""
 
 from __future__ import annotations
 
@@ -7,28 +12,29 @@ import argparse
 import sys
 from pathlib import Path
 
-from contract.rundir import read_meta
 from harness.chaos.export import export_scenario
+from harness.cli import flags
 from harness.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="a run's faults and workload as a scenario YAML")
     e.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    e.add_argument("--out", type=Path, metavar="FILE", help="default: stdout")
+    e.add_argument("--out", type=flags.typed(flags.output_file), metavar="FILE",
+                   help="default: stdout")
     return e
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():
         raise UsageError(f"no such run directory: {args.run_dir}")
-    name, text = export_scenario(args.run_dir)
+    exported = export_scenario(args.run_dir)
+    for note in exported.notes:  # what `check` would say of the run, said here too
+        print(f"isrlab: run {args.run_dir}: {note}", file=sys.stderr)
     if args.out is None:
-        sys.stdout.write(text)
+        sys.stdout.write(exported.text)
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    protocol = read_meta(args.run_dir).get("protocol")
-    print(f"wrote scenario {name} to {args.out}: "
-          f"isrlab reproduce {args.out} --protocol {protocol} --runs 20")
+    flags.write_output(args.out, exported.text)
+    print(f"wrote scenario {exported.name} to {args.out}: "
+          f"{exported.again.replace('FILE', str(args.out), 1)}")
     return 0

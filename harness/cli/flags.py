@@ -5,6 +5,7 @@ values into one-line errors."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from harness.backends import BACKENDS
 from harness.backends.hostsfile import load_hosts
 from harness.backends.ports import MAX_PORT
 from harness.chaos.runs import parse_sets, parse_time_limit
+from harness.duration import parse_duration
 from harness.errors import UsageError
 from harness.progress import Progress
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
@@ -60,6 +62,12 @@ def positive_float(text: str) -> float:
     return number(text, float, "a number", lambda x: x > 0, "> 0")
 
 
+def duration(what: str) -> Callable[[str], float]:
+    """An argparse type: a duration in seconds (harness.duration's grammar, the one
+    every duration option and file uses: `3`, `500ms`, `2m`; at most 7 days)."""
+    return typed(lambda text: parse_duration(text, what))
+
+
 def probability(text: str) -> float:
     return number(text, float, "a number", lambda x: 0 <= x <= 1, "in 0..1")
 
@@ -89,6 +97,47 @@ def seed(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"seed {n} is negative; give an integer >= 0")
     return n
+
+
+def check_output_file(path: Path) -> None:
+    """UsageError (one line) unless `path` can be written as a file: not a
+    directory, in a directory it can be created in (check_writable_dir). For
+    output paths, before any work."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; give a file path, e.g. {path / 'NAME.yaml'}")
+    check_writable_dir(path.parent, f"cannot write {path}")
+
+
+def check_writable_dir(directory: Path, what: str) -> None:
+    """UsageError `what: why` unless `directory` exists and a file can be created
+    in it (a read-only mount, no permission: tried by creating and removing one,
+    which also holds for root)."""
+    if not directory.is_dir():
+        why = "is not a directory" if directory.exists() else "does not exist"
+        raise UsageError(f"{what}: {directory} {why}")
+    probe = directory / f".isrlab-probe-{os.getpid()}"
+    try:
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"{what}: {directory}: {e.strerror or e}") from None
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a file to write (--out), checked at parse time
+    (check_output_file)."""
+    path = Path(text)
+    check_output_file(path)
+    return path
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write an output file checked by output_file; UsageError (one line) if that
+    still fails (the disk filled up meanwhile, say)."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def set_item(text: str) -> str:

@@ -9,7 +9,9 @@ background consumer), then idle time. The result is exported as `isrlab
 export` writes a scenario, to --out (default: ./<name>.yaml).
 
 Exit status: 0 when written; 2 for bad input (not a sim chaos run, no anomaly
-to keep, a kind it does not show); the checker's status if a check fails.
+to keep, a kind it does not show, an --out -- or without it the current
+directory -- or the run's directory it cannot write: said before any work);
+the checker's status if a check fails.
 A CLI module: it wires the harness to the checker (tests/test_layering.py).
 """
 
@@ -49,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     s.add_argument("--kind", choices=ANOMALY_KINDS,
                    help="the anomaly kind to keep (default: the first the run shows)")
-    s.add_argument("--out", type=Path, metavar="FILE", help="default: ./<name>.yaml")
+    s.add_argument("--out", type=flags.typed(flags.output_file), metavar="FILE",
+                   help="default: ./<name>.yaml")
     flags.add_no_server_flag(s)
     s.add_argument("--quiet", action="store_true", help="no progress lines")
     return s
@@ -62,7 +65,7 @@ class Shrinker:
         self.cfg, self.seed, self.kind = cfg, seed, kind
         # The run's message faults (run.json `network`): every candidate has them.
         self.options = {"network": network or Network()}
-        self.progress, self.use_server = progress, flags.use_server
+        self.progress, self.use_server = progress, use_server
         self.work = run_dir.parent / f"{run_dir.name}-shrink"
         self.source = run_dir.name
         self.rounds = 0
@@ -127,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
     meta = read_meta(run_dir)
     cfg = config_of(meta)
     checks.require_master()  # ISRLAB_SPARK_MASTER: before the first candidate runs
+    # Where it will write, checked before any work: the candidates' directory
+    # beside the run, and (without --out) the scenario in the current directory.
+    flags.check_writable_dir(run_dir.parent, "cannot write the candidates beside the run")
+    if args.out is None:
+        flags.check_writable_dir(Path.cwd(), "cannot write the scenario (no --out)")
     progress = Progress(sys.stdout, quiet=args.quiet)
     server = flags.use_server(args)
     found = found_kinds(run_dir)
@@ -155,9 +163,9 @@ def run(args: argparse.Namespace) -> int:
         progress.line("no smaller schedule keeps it: exporting the run itself")
     # best_dir was checked in its round (or is the checked run itself): its
     # check/summary.json gives export the kinds to expect.
-    name, text = export_scenario(best_dir)
-    out = args.out or Path(f"{name}.yaml")
-    out.write_text(text)
+    exported = export_scenario(best_dir)
+    out = args.out or Path(f"{exported.name}.yaml")
+    flags.write_output(out, exported.text)
     print(f"shrunk {kind}: {len(first.packages)} -> {len(best.packages)} fault package(s), "
           f"{before} -> {count_ops(best_dir)} ops, final read at "
           f"{first.final_read_at():.1f}s -> {best.final_read_at():.1f}s, "

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from contract import PROTOCOLS
 from harness.cli import flags
+from harness.errors import UsageError
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
@@ -29,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     flags.add_seed_flag(t, "default 0", default=0)
     t.add_argument("--variant", help="this variant of the scenario (default: its first)")
     t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
-    t.add_argument("--partition", type=int, help="... and partition")
+    t.add_argument("--partition", type=flags.typed(_partition_number), metavar="N",
+                   help="... and partition")
     flags.add_runs_dir_flag(t)
     flags.add_output_flags(t)
     return t
@@ -39,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(find_scenario(args.scenario), args.variant)
     topic = args.topic or scenario.workload["topic"]
     part = args.partition if args.partition is not None else scenario.workload["partition"]
+    _require_partition(scenario.topics, topic, part)  # before anything runs
     progress = Progress(sys.stderr, quiet=args.quiet or args.json)
     record = run_scenario(scenario, RunOptions(protocol=args.protocol, backend="sim",
                                                seed=args.seed, runs_dir=args.runs_dir), progress)
@@ -58,3 +62,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"isrlab: {record.error}", file=sys.stderr)
         return record.error.exit_code
     return 0
+
+
+def _partition_number(text: str) -> int:
+    return flags.number(text, int, "a partition number", lambda n: True, "")
+
+
+def _require_partition(topics: list[dict[str, Any]], topic: str, partition: int) -> None:
+    """UsageError (exit 2) naming the scenario's partitions unless topic/partition
+    is one of them: a trace of a partition the run does not have is empty."""
+    has = "; ".join(f"topic {t['name']!r}, " + (
+        "partition 0" if t["partitions"] == 1 else f"partitions 0..{t['partitions'] - 1}")
+        for t in topics)
+    for t in topics:
+        if t["name"] == topic:
+            if 0 <= partition < t["partitions"]:
+                return
+            raise UsageError(f"trace: topic {topic!r} has no partition {partition}; the "
+                             f"scenario has {has}")
+    raise UsageError(f"trace: no topic {topic!r}; the scenario has {has}")

@@ -148,7 +148,7 @@ class StepRunner:
             elif step.kind == "recover":
                 ctx.settle_timers()
                 for op in ctx.nemesis.heal_all():
-                    ctx.progress.line(f"  recovered: {op['f']} {_value(op['value'])}")
+                    ctx.progress.line(f"  recovered: {recovery_text(op)}")
             else:
                 getattr(self, "_" + step.kind.replace("-", "_"))(step, started)
         except RunIncomplete as e:
@@ -344,7 +344,7 @@ class StepRunner:
         ctx.settle_timers()
         if step.args["heal"]:
             for op in ctx.nemesis.heal_all():
-                ctx.progress.line(f"  healed: {op['f']} {_value(op['value'])}")
+                ctx.progress.line(f"  healed: {recovery_text(op)}")
         for topic in ctx.backend.spec.topics:
             for partition, replicas in enumerate(topic["replicas"]):
                 deadline = ctx.rt.monotonic() + step.args["timeout"]
@@ -407,8 +407,13 @@ class StepRunner:
         return leader, self.ctx.backend.address(leader)
 
 
-def _value(v: Any) -> str:
-    return ", ".join(v) if isinstance(v, list) else str(v)
+def recovery_text(op: dict[str, Any]) -> str:
+    """A recovery op (Nemesis.heal_all's) for a progress line: `heal` has no value
+    (it restores every link and delivers what delays hold), the others name nodes."""
+    if op["f"] == "heal":
+        return "heal (every link restored, held messages delivered)"
+    v = op["value"]
+    return f"{op['f']} {', '.join(v) if isinstance(v, list) else v}"
 
 
 def _outcome_matches(expect: str, outcome: str) -> bool:

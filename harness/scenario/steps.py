@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-import re
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from contract import NETWORK_FAULTS, PROCESS_FAULTS
+from contract import EVENT_TYPES, NETWORK_FAULTS, PROCESS_FAULTS, ROLES
 from harness.backends.base import CONTROLLER
+from harness.duration import DurationError, parse_duration
 from harness.validate import Validator, check_topic_partition, empty_map, in_range
-from harness.yamlloc import LocMap, LocSeq
+from harness.yamlloc import LocMap
 from nemesis import delays, grudges
 
 ADMIN_OPS = ("flush", "checkpoint-hw")
@@ -30,11 +31,20 @@ STEP_MODIFIERS = ("since", "before", "variants", "note")
 # (a timer, not the next steps' duration). Only pause: its undo (SIGCONT) is
 # instant, so a timer thread never waits on a broker's start-up.
 TIMED_FAULTS = {"pause": "resume"}
-DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)?\s*$")
 # Broker status fields a wait may test; the controller's status has a subset
 # (leader, leader_epoch, isr, partition_epoch).
 STATUS_FIELDS = ("role", "leader", "leader_epoch", "leo", "hw", "hw_checkpoint", "isr",
                  "state", "fsynced_leo", "epoch_cache", "partition_epoch")
+CONTROLLER_FIELDS = ("leader", "leader_epoch", "isr", "partition_epoch")
+# Status fields that are offsets or epochs: integers >= 0.
+COUNTER_FIELDS = ("leader_epoch", "leo", "hw", "hw_checkpoint", "fsynced_leo",
+                  "partition_epoch")
+# A broker's `state` of a partition: a follower's (truncating, waiting on
+# OffsetsForLeaderEpoch, or fetching), else its role (broker/partition.py status).
+FOLLOWER_STATES = ("truncating", "fetching")
+# Event fields whose values are nodes, or offsets and epochs (contract.EVENT_TYPES).
+EVENT_NODE_FIELDS = ("leader", "broker", "replica", "peer")
+EVENT_COUNTER_FIELDS = ("leader_epoch", "epoch", "hw", "leo", "partition_epoch")
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "same-as")
 SINCE = ("action", "step", "run")
 DEFAULT_WAIT_TIMEOUT = 30.0
@@ -164,15 +174,12 @@ def parse_steps(v: Validator, doc: LocMap, brokers: list[str], topics: list[dict
 
 
 def duration(v: Validator, raw: Any, line: int, what: str) -> float:
-    """Seconds from `2`, `0.5`, `2s`, `100ms` (a positive amount)."""
-    if isinstance(raw, str):
-        m = DURATION.match(raw)
-        if m is None:
-            raise v.err(line, f"{what}: cannot parse duration {raw!r}; write e.g. 100ms, "
-                              f"2s or 1.5 (seconds)")
-        x = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-        return v.seconds(x, line, what)
-    return v.seconds(raw, line, what)
+    """Seconds from a duration (harness.duration's grammar: `2`, `0.5`, `2s`, `100ms`,
+    `1m30s`; more than 0, at most 7 days); FILE:LINE otherwise."""
+    try:
+        return parse_duration(raw, what)
+    except DurationError as e:
+        raise v.err(line, str(e)) from None
 
 
 def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
@@ -258,8 +265,11 @@ def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[st
     if len(node) != 1:
         raise v.err(m.line_of("node"), "wait takes one node")
     event = m.get("event")
-    if event is not None:
-        event = v.string(event, m.line_of("event"), "event")
+    if event is not None and event not in EVENT_TYPES:
+        near = difflib.get_close_matches(str(event), EVENT_TYPES, n=1)
+        raise v.err(m.line_of("event"), f"unknown event {event!r}; the brokers and the "
+                                        f"controller emit: {', '.join(EVENT_TYPES)}"
+                                        + (f"; did you mean {near[0]!r}?" if near else ""))
     if "running" in m:
         # A process wait: the node's process is (not) running -- a broker that halts
         # by itself, whatever the controller made of it.
@@ -293,13 +303,16 @@ def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[st
             # Event waits match fields of the event exactly (topic/partition too).
             if isinstance(value, (dict, list)):
                 raise v.err(m.line_of(k), f"event field {k!r} must be a plain value")
+            _event_value(v, k, value, m.line_of(k), brokers)
             conditions[k] = value
             continue
         if k in ("topic", "partition"):
             continue
-        if k not in STATUS_FIELDS:
-            raise v.err(m.line_of(k), f"unknown status field {k!r}; known: "
-                                      f"{', '.join(STATUS_FIELDS)}")
+        fields = CONTROLLER_FIELDS if node[0] == CONTROLLER else STATUS_FIELDS
+        if k not in fields:
+            whose = "the controller's" if node[0] == CONTROLLER else "a broker's"
+            raise v.err(m.line_of(k), f"unknown status field {k!r} of {whose} status; known: "
+                                      f"{', '.join(fields)}")
         if isinstance(value, LocMap):
             if len(value) != 1 or next(iter(value)) not in COMPARISONS:
                 raise v.err(m.line_of(k), f"a comparison is one of "
@@ -308,10 +321,15 @@ def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[st
             if op == "same-as":
                 v.nodes(x, m.line_of(k), brokers, "same-as", allow_controller=True)
             elif op in ("lt", "le", "gt", "ge"):
+                if k not in COUNTER_FIELDS:
+                    raise v.err(m.line_of(k), f"{k} {op}: only {', '.join(COUNTER_FIELDS)} "
+                                              "are ordered; compare the others with eq or ne")
                 v.integer(x, m.line_of(k), f"{k} {op}", minimum=-1)
+            else:
+                x = _status_value(v, k, x, m.line_of(k), brokers)
             value = {op: x}
-        elif isinstance(value, LocSeq):
-            value = list(value)
+        else:
+            value = _status_value(v, k, value, m.line_of(k), brokers)
         conditions[k] = value
     if event is None:
         args["topic"] = m.get("topic", workload["topic"])
@@ -321,6 +339,59 @@ def _wait_args(v: Validator, m: LocMap, brokers: list[str], topics: list[dict[st
             raise v.err(m.line, "wait needs an event or at least one status field")
     args["conditions"] = conditions
     return args
+
+
+def _status_value(v: Validator, k: str, value: Any, line: int, brokers: list[str]) -> Any:
+    """A status wait's value of field `k`, checked against what the field can hold
+    (FILE:LINE naming the allowed values otherwise): a wait for a value no node
+    reports would only time out, after the cluster started."""
+    if k in COUNTER_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise v.err(line, f"{k} must be an integer >= 0 (an offset or epoch), "
+                              f"got {value!r}")
+        return value
+    if k == "role":
+        if value not in ROLES:
+            raise v.err(line, f"role must be one of {', '.join(ROLES)}, got {value!r}")
+        return value
+    if k == "state":
+        states = (*FOLLOWER_STATES, *(r for r in ROLES if r != "follower"))
+        if value not in states:
+            raise v.err(line, f"state must be one of {', '.join(states)}, got {value!r}")
+        return value
+    if k == "leader":
+        if value is not None and value not in brokers:
+            raise v.err(line, f"leader must be one of the brokers {', '.join(brokers)} "
+                              f"(or null: none), got {value!r}")
+        return value
+    if k == "isr":
+        if not isinstance(value, list) or not value:
+            raise v.err(line, f"isr must be a list of brokers, e.g. [{', '.join(brokers)}], "
+                              f"got {value!r}")
+        for b in value:
+            if b not in brokers:
+                raise v.err(line, f"isr: {b!r} is not a broker; brokers: {', '.join(brokers)}")
+        if len(set(value)) != len(value):
+            raise v.err(line, f"isr lists a broker twice: {list(value)}")
+        return list(value)
+    assert k == "epoch_cache"
+    if not isinstance(value, list) or not all(
+            isinstance(e, list) and len(e) == 2 and all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in e)
+            for e in value):
+        raise v.err(line, f"epoch_cache must be a list of [epoch, start offset] pairs of "
+                          f"integers >= 0, e.g. [[0, 0], [1, 3]], got {value!r}")
+    return [list(e) for e in value]
+
+
+def _event_value(v: Validator, k: str, value: Any, line: int, brokers: list[str]) -> None:
+    """An event wait's field whose meaning is known: a node, or an offset or epoch."""
+    if k in EVENT_NODE_FIELDS and not (value in brokers or (k == "peer" and value == CONTROLLER)):
+        known = ", ".join([*brokers, *([CONTROLLER] if k == "peer" else [])])
+        raise v.err(line, f"event field {k} must be one of {known}, got {value!r}")
+    if k in EVENT_COUNTER_FIELDS and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+        raise v.err(line, f"event field {k} must be an integer >= 0, got {value!r}")
 
 
 def _partition_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[str, Any]:
@@ -370,7 +441,7 @@ def _delay_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[s
         raise v.err(line, "delay: a node cannot be both in from and to")
     seconds = None
     if "for" in m:
-        seconds = duration(v, m["for"], m.line_of("for"), "for")
+        seconds = duration(v, m["for"], m.line_of("for"), "delay for")
     requests = None
     if "requests" in m:
         rl = m["requests"]
