@@ -120,7 +120,7 @@ def test_delay_step_parses(tmp_path: Path) -> None:
                                         "requests": ["replica-fetch"]}
     for bad, msg in [("{from: B, to: B}", "both"), ("{from: B, to: Z}", "unknown node"),
                      ("{from: B, to: A, requests: gossip}", "unknown request"),
-                     ("{from: B, to: A, for: -1}", "positive")]:
+                     ("{from: B, to: A, for: -1}", "more than 0")]:
         with pytest.raises(ScenarioError, match=msg):
             load_scenario(_write(tmp_path, src.replace(
                 "{from: B, to: A, for: 1.5s, requests: replica-fetch}", bad)))
