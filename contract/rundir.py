@@ -342,12 +342,15 @@ class RunDirWriter:
 
 def require_writable(directory: Path, what: str) -> None:
     """RunWriteError, exit 2 (nothing has been changed yet), unless a file can be
-    made in `directory` (created if missing): a read-only mount or a directory
-    without permission is found before any work. (A full disk is found only by
-    the writes themselves.)"""
+    made in `directory`, or, while it does not exist, in its nearest existing
+    ancestor (nothing is created: a refused command leaves no trace): a read-only
+    mount or a directory without permission is found before any work. (A full
+    disk is found only by the writes themselves.)"""
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=directory)
+        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=probe)
         os.close(fd)
         os.unlink(name)
     except OSError as e:

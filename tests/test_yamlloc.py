@@ -109,22 +109,33 @@ def test_an_explicit_tag_its_value_does_not_fit(tmp_path: Path, tagged: str) -> 
     assert err.line == 2 and err.message.startswith(f"{value!r} is no tag:yaml.org,2002:")
 
 
-def _run_bounded(args: list[str], limit: int) -> tuple[subprocess.CompletedProcess, float, int]:
+# Runs `isrlab` and writes its own peak RSS (VmHWM, kB) where ISRLAB_TEST_HWM says
+# at exit. (wait4's ru_maxrss would not do: Linux carries the forking pytest's own
+# peak into the child across exec.)
+_PEAK_RSS = ("import atexit, os, runpy, sys\n"
+             "def hwm():\n"
+             "    kb = next(ln.split()[1] for ln in open('/proc/self/status')\n"
+             "              if ln.startswith('VmHWM:'))\n"
+             "    open(os.environ['ISRLAB_TEST_HWM'], 'w').write(kb)\n"
+             "atexit.register(hwm)\n"
+             "sys.argv[0] = 'isrlab'\n"
+             "runpy.run_module('harness.cli', run_name='__main__')\n")
+
+
+def _run_bounded(args: list[str], limit: int,
+                 tmp_path: Path) -> tuple[subprocess.CompletedProcess, float, int]:
     """`isrlab ARGS` under an address-space limit: (the result, seconds, its own
-    peak RSS in MB, from wait4: not the suite's biggest child)."""
+    peak RSS in MB)."""
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
+    hwm = tmp_path / "peak-rss-kb"
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=cap,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    r = subprocess.run([sys.executable, "-c", _PEAK_RSS, *args], cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "ISRLAB_TEST_HWM": str(hwm)},
+                       preexec_fn=cap, capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - t0
-    return (subprocess.CompletedProcess(args, proc.returncode, out, err), seconds,
-            usage.ru_maxrss // 1024)
+    return r, seconds, int(hwm.read_text()) // 1024
 
 
 @pytest.mark.parametrize("command", ["reproduce", "nightly", "hosts"])
@@ -142,7 +153,7 @@ def test_the_cli_refuses_an_alias_bomb_fast_in_bounded_memory(tmp_path: Path,
         "hosts": ["reproduce", "kip101-hw-truncation-loss", "--protocol", "0.10",
                   "--backend", "ssh", "--hosts", str(bomb), "--runs-dir", str(runs)],
     }[command]
-    r, seconds, rss_mb = _run_bounded(args, 1 << 30)
+    r, seconds, rss_mb = _run_bounded(args, 1 << 30, tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.splitlines() == [
         f"isrlab: {bomb}:5: alias *d (7381 values) takes the file past {MAX_VALUES} values, "
