@@ -530,6 +530,8 @@ def read_jsonl_numbered(run: Path, rel: str) -> list[tuple[int, dict[str, Any]]]
         raw = path.read_bytes()
     except FileNotFoundError:
         return []
+    except OSError as e:  # a directory in its place, no permission
+        raise RunDirError(run, rel, f"cannot be read: {e.strerror or e}") from None
     lines = raw.split(b"\n")
     if lines[-1] and _is_torn(lines[-1]):
         lines.pop()
