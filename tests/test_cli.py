@@ -81,6 +81,14 @@ def test_unknown_scenario() -> None:
         isrlab("reproduce", "no-such", "--protocol", "0.10"))
 
 
+def test_a_newline_in_a_given_path_stays_on_one_line(tmp_path: Path) -> None:
+    """The message quotes the path; its newline does not split the error line
+    (found by bench/fuzz.py's command-line target)."""
+    err = one_line_error(isrlab("nightly", str(tmp_path / "a\nb.yaml"), "--results",
+                                str(tmp_path / "results")))
+    assert err == f"isrlab: {tmp_path}/a b.yaml: cannot read: No such file or directory"
+
+
 def test_unknown_protocol() -> None:
     assert "invalid choice: '0.9'" in one_line_error(
         isrlab("reproduce", "kip101-hw-truncation-loss", "--protocol", "0.9"))
