@@ -87,6 +87,8 @@ def test_a_newline_in_a_given_path_stays_on_one_line(tmp_path: Path) -> None:
     err = one_line_error(isrlab("nightly", str(tmp_path / "a\nb.yaml"), "--results",
                                 str(tmp_path / "results")))
     assert err == f"isrlab: {tmp_path}/a b.yaml: cannot read: No such file or directory"
+    err = one_line_error(isrlab("scenarios", "a\nb"))
+    assert err == "isrlab: error: unrecognized arguments: a b"
 
 
 def test_unknown_protocol() -> None:
