@@ -190,11 +190,13 @@ def _innermost(tb: Any) -> str:
     return where
 
 
-_FILE_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): \S")
+# FILE:LINE: what -- or FILE: what, for the file as a whole (cannot be read, too big).
+_FILE_LINE = re.compile(r"^(?P<file>.+?)(:(?P<line>\d+))?: \S")
 
 
 def classify_error(e: BaseException, file: Path | None) -> Result:
-    """A clean error (one line, exit 2; a loader's names FILE:LINE) or a failure."""
+    """A clean error (one line, exit 2; a loader's names FILE:LINE, or FILE for the
+    file as a whole) or a failure."""
     text = str(e)
     if isinstance(e, MemoryError):
         return Result(MEMORY, "MemoryError", _innermost(e.__traceback__))
@@ -209,7 +211,7 @@ def classify_error(e: BaseException, file: Path | None) -> Result:
     elif file is not None:
         m = _FILE_LINE.match(text)
         if m is None or m["file"] != str(file):
-            problem = f"not {file}:LINE"
+            problem = f"not {file}:LINE: ..."
     if problem:
         return Result(TRACEBACK, f"unclean {type(e).__name__} ({problem}): "
                                  f"{' '.join(text.split())[:300]}", _innermost(e.__traceback__))

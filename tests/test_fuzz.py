@@ -73,9 +73,13 @@ def test_harness_counts_a_clean_error_and_a_traceback() -> None:
         UsageError("scenario.yaml:3: unknown key 'stpes'"), Path("scenario.yaml"))),
         fuzz.Input("probe"))
     assert (error.outcome, error.detail) == ("error", "scenario.yaml:3: unknown key 'stpes'")
-    no_line = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
-        UsageError("scenario.yaml: bad"), Path("scenario.yaml"))), fuzz.Input("probe"))
-    assert no_line.outcome == "traceback" and "not scenario.yaml:LINE" in no_line.detail
+    whole = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
+        UsageError("scenario.yaml: more than 256 KiB"), Path("scenario.yaml"))),
+        fuzz.Input("probe"))
+    assert whole.outcome == "error"
+    no_file = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
+        UsageError("unknown key 'stpes'"), Path("scenario.yaml"))), fuzz.Input("probe"))
+    assert no_file.outcome == "traceback" and "not scenario.yaml:LINE" in no_file.detail
     two_lines = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
         _TwoLines(), None)), fuzz.Input("probe"))
     assert two_lines.outcome == "traceback" and "not one line" in two_lines.detail
