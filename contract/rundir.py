@@ -428,7 +428,8 @@ def read_json(run: Path, rel: str) -> tuple[Any, str]:
 def read_meta(run: Path) -> dict[str, Any]:
     """run.json of `run` as a dict; RunDirError if there is none or it is not a
     UTF-8 JSON object."""
-    if not (Path(run) / RUN_JSON).is_file():
+    # os.path's test: a name too long for a file is no run (pathlib's raises).
+    if not os.path.isfile(Path(run) / RUN_JSON):
         raise RunDirError(run, None, f"not a run directory (no {RUN_JSON})")
     meta, _ = read_json(run, RUN_JSON)
     if not isinstance(meta, dict):

@@ -91,6 +91,16 @@ def test_a_newline_in_a_given_path_stays_on_one_line(tmp_path: Path) -> None:
     assert err == "isrlab: error: unrecognized arguments: a b"
 
 
+@pytest.mark.parametrize("command", [["check"], ["collect"], ["shrink"], ["export"],
+                                     ["reproduce", "--protocol", "latest"]])
+def test_a_path_too_long_for_a_file_is_no_such_run(command: list[str]) -> None:
+    """pathlib's tests raise ENAMETOOLONG where os.path's say no; a name over 255
+    bytes is one line, exit 2 (found by bench/fuzz.py's command-line target)."""
+    err = one_line_error(isrlab(*command[:1], "x" * 300, *command[1:]))
+    assert "no such run directory" in err or "not a run directory" in err \
+        or "unknown scenario" in err, err
+
+
 def test_unknown_protocol() -> None:
     assert "invalid choice: '0.9'" in one_line_error(
         isrlab("reproduce", "kip101-hw-truncation-loss", "--protocol", "0.9"))
