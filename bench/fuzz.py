@@ -800,8 +800,9 @@ CLI_SEEDS: list[list[str]] = [
     ["trace", "hw-lags-one-fetch", "--protocol", "latest", "--topic", "t", "--partition", "0"],
     ["shrink", RUN, "--kind", "lost-write", "--out", "shrunk.yaml", "--quiet"],
 ]
+# No NUL: a command line cannot hold one (exec's strings end there).
 _ARG_VALUES = ["", "-", "--", "-1", "0", "1", "2", "65536", "2.5", "nan", "inf", "1e309",
-               "99999999999999999999", "x", "x" * 10_000, "💥", "a\nb", "\udcff", "\x00",
+               "99999999999999999999", "x", "x" * 10_000, "💥", "a\nb", "\udcff",
                "1h2", "99999999999999s", "0s", "-5s", "1m30s", "10", "local[abc]", "local[*]",
                "spark://127.0.0.1:1", "spark://", "kill", "kill:leader", "kill,partition:all",
                "nosuch:one", "min.insync.replicas=2", "=", "a=b=c", "min.insync.replicas=x",
