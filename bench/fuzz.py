@@ -399,7 +399,7 @@ def _value(rng: random.Random, tree: Any) -> Any:
     if r < 0.75:  # a value from elsewhere in the document: right shape, wrong place
         return copy.deepcopy(_get(tree, rng.choice(_paths(tree))))  # a copy: no cycles
     if r < 0.85:
-        return _nested(rng, rng.choice([3, 30, 300]))
+        return _nested(rng, rng.choice([3, 30, 60]))  # deeper: the text op deep-nesting
     if r < 0.95:
         return rng.choice(["x", "A", "9"]) * rng.choice([100, 10_000, 1_000_000])
     return [rng.choice(_VALUES)] * rng.choice([100, 10_000])
@@ -514,7 +514,11 @@ def mutate_yaml(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
         for _ in range(rng.randint(1, 3)):
             tree, what = mutate_tree(rng, tree)
             steps.append(what)
-        raw = yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, width=1 << 20).encode()
+        try:
+            raw = yaml.safe_dump(tree, sort_keys=False, allow_unicode=True,
+                                 width=1 << 20).encode()
+        except RecursionError:  # nested values nested again: too deep for the dumper
+            return mutate_bytes(rng, raw)
         if rng.random() < 0.7:
             return raw, ", ".join(steps)
     for _ in range(rng.randint(1, 2)):
