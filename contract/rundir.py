@@ -85,8 +85,8 @@ class RunDirError(Exception):
             where += f": {self.file}"
             if self.line is not None:
                 where += f" line {self.line}"
-        # Keep the whole thing on one line whatever the message contains.
-        return f"{where}: {' '.join(self.message.split())}"
+        # Keep the whole thing on one line whatever the message or a path contains.
+        return " ".join(f"{where}: {self.message}".split())
 
 
 class RunWriteError(Exception):
