@@ -895,7 +895,8 @@ def _run_cli(work: Path, inp: Input) -> Result:
         raise
     except Exception as e:  # noqa: BLE001 - classified
         return classify_error(e, None)
-    lines = [x for x in err.getvalue().splitlines() if x.strip()]
+    # Progress lines (`[   1.23s] ...`, on stderr under --json) are not errors.
+    lines = [x for x in err.getvalue().splitlines() if x.strip() and not x.startswith("[")]
     if code == 0 and not lines:
         return Result(OK)
     if code == 2 and len(lines) == 1 and lines[0].startswith("isrlab: "):
