@@ -85,8 +85,8 @@ class RunDirError(Exception):
             where += f": {self.file}"
             if self.line is not None:
                 where += f" line {self.line}"
-        # Keep the whole thing on one line whatever the message contains.
-        return f"{where}: {' '.join(self.message.split())}"
+        # Keep the whole thing on one line whatever the message or a path contains.
+        return " ".join(f"{where}: {self.message}".split())
 
 
 class RunWriteError(Exception):
@@ -431,7 +431,8 @@ def read_json(run: Path, rel: str) -> tuple[Any, str]:
 def read_meta(run: Path) -> dict[str, Any]:
     """run.json of `run` as a dict; RunDirError if there is none or it is not a
     UTF-8 JSON object."""
-    if not (Path(run) / RUN_JSON).is_file():
+    # os.path's test: a name too long for a file is no run (pathlib's raises).
+    if not os.path.isfile(Path(run) / RUN_JSON):
         raise RunDirError(run, None, f"not a run directory (no {RUN_JSON})")
     meta, _ = read_json(run, RUN_JSON)
     if not isinstance(meta, dict):
@@ -533,6 +534,8 @@ def read_jsonl_numbered(run: Path, rel: str) -> list[tuple[int, dict[str, Any]]]
         raw = path.read_bytes()
     except FileNotFoundError:
         return []
+    except OSError as e:  # a directory in its place, no permission
+        raise RunDirError(run, rel, f"cannot be read: {e.strerror or e}") from None
     lines = raw.split(b"\n")
     if lines[-1] and _is_torn(lines[-1]):
         lines.pop()

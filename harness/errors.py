@@ -13,6 +13,11 @@ class HarnessError(Exception):
 
     exit_code = 3
 
+    def __str__(self) -> str:
+        # One line whatever the message quotes: a path or value given with a
+        # newline in it would otherwise split the CLI's `isrlab: ...` line.
+        return one_line(super().__str__())
+
 
 class UsageError(HarnessError):
     """The user's mistake, exit 2: a bad command line, unknown scenario, malformed

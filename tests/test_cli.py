@@ -81,6 +81,38 @@ def test_unknown_scenario() -> None:
         isrlab("reproduce", "no-such", "--protocol", "0.10"))
 
 
+def test_a_newline_in_a_given_path_stays_on_one_line(tmp_path: Path) -> None:
+    """The message quotes the path; its newline does not split the error line
+    (found by bench/fuzz.py's command-line target)."""
+    err = one_line_error(isrlab("nightly", str(tmp_path / "a\nb.yaml"), "--results",
+                                str(tmp_path / "results")))
+    assert err == f"isrlab: {tmp_path}/a b.yaml: cannot read: No such file or directory"
+    err = one_line_error(isrlab("scenarios", "a\nb"))
+    assert err == "isrlab: error: unrecognized arguments: a b"
+    (tmp_path / "a\nb").mkdir()
+    err = one_line_error(isrlab("shrink", str(tmp_path / "a\nb")))  # a RunDirError
+    assert err == f"isrlab: run {tmp_path}/a b: not a run directory (no run.json)"
+
+
+@pytest.mark.parametrize("command", [["check"], ["collect"], ["shrink"], ["export"],
+                                     ["reproduce", "--protocol", "latest"]])
+def test_a_path_too_long_for_a_file_is_no_such_run(command: list[str]) -> None:
+    """pathlib's tests raise ENAMETOOLONG where os.path's say no; a name over 255
+    bytes is one line, exit 2 (found by bench/fuzz.py's command-line target)."""
+    err = one_line_error(isrlab(*command[:1], "x" * 300, *command[1:]))
+    assert "no such run directory" in err or "not a run directory" in err \
+        or "unknown scenario" in err, err
+
+
+def test_matrix_jobs_beyond_the_last_port(tmp_path: Path) -> None:
+    """--jobs so many that slot k's port (PORT + k) passes 65535 is one line, exit 2,
+    before any run (--jobs 10^20 took all memory: bench/fuzz.py's command lines)."""
+    err = one_line_error(isrlab("matrix", "--backend", "sim", "--jobs", "99999999999999999999",
+                                "--runs-dir", str(tmp_path / "runs"), "--no-server"))
+    assert "needs ports up to" in err and "the last port is 65535" in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_unknown_protocol() -> None:
     assert "invalid choice: '0.9'" in one_line_error(
         isrlab("reproduce", "kip101-hw-truncation-loss", "--protocol", "0.9"))

@@ -57,6 +57,10 @@ def test_a_hosts_file_resolves_defaults_paths_and_the_broker_assignment(tmp_path
     (GOOD.replace("port: 9093, ", "port: 9092, address: 10.0.0.11, ").replace(
         "address: 10.0.0.12, ", ""), 8, "10.0.0.11:9092 is also brokers[0]'s"),
     (GOOD.replace("key: id_test", "key: missing_key"), 5, "key file"),
+    # Found by bench/fuzz.py: a RuntimeError and an OSError (file name too long).
+    (GOOD.replace("{address: 10.0.0.11}", "{address: 10.0.0.11, key: ~nosuchuser/k}"), 7,
+     "brokers[0]: ~nosuchuser/k: no such user's home directory here"),
+    (GOOD.replace("key: id_test", "key: " + "k" * 300), 5, "key file"),
     (GOOD.replace("{address: 10.0.0.11}", "{name: x}"), 7, "brokers[0] has no address"),
     (GOOD + "  - {address: 10.0.0.13, host_key_check: maybe}\n", 9, "host_key_check must be"),
     (GOOD.replace("  user: kafka\n", "  user: kafka\n  workdir: /tmp\n"), 3,

@@ -43,6 +43,17 @@ matrix:
     (SMALL.replace("{min.insync.replicas: 2}", "{min.insync.replica: 2}"), 11,
      "unknown broker or controller config key"),
     (SMALL.replace("  runs: 1", "  rusn: 1"), 4, "unknown key 'rusn' in defaults"),
+    (SMALL.replace("versions: latest", "versions: [latest, '2.0', latest]"), 8,
+     "versions lists 'latest' twice"),
+    (SMALL.replace("faults: kill", "faults: [kill, pause, kill]"), 9, "faults lists 'kill' twice"),
+    (SMALL.replace("    allow: []", "    allow: []\n    acks: [1, all, '1']"), 13,
+     "acks lists 1 twice"),
+    # Found by bench/fuzz.py: 300 x 300 x 2 x 2 cells took 100 s and 300 MB to list.
+    (SMALL.replace("versions: latest", "versions: [latest, '4.0', '3.7', '2.8']")
+     .replace("sets:\n      misr2: {min.insync.replicas: 2}",
+              "sets: {" + ", ".join(f"s{i}: {{}}" for i in range(2600)) + "}"), 7,
+     "row 'gate' has 10400 cells (versions x faults x acks x sets x backends); a night has "
+     "at most 10000"),
 ])
 def test_bad_config_is_file_line_and_starts_nothing(tmp_path: Path, text: str, line: int,
                                                    message: str) -> None:

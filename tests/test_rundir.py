@@ -209,6 +209,18 @@ def test_missing_state_json(tmp_path: Path) -> None:
     assert (e.file, e.line) == ("replicas/A/state.json", None) and "missing file" in str(e)
 
 
+@pytest.mark.parametrize("rel,read", [("history.jsonl", read_history),
+                                      ("events.jsonl", read_events)])
+def test_a_directory_in_place_of_a_jsonl_file(tmp_path: Path, rel: str, read) -> None:
+    """An append-only file that cannot be read (here a directory) is a RunDirError
+    naming it, not an IsADirectoryError (found by bench/fuzz.py's rundir target)."""
+    run = small(tmp_path)
+    (run / rel).unlink(missing_ok=True)
+    (run / rel).mkdir()
+    e = error(read, run)
+    assert e.file == rel and "cannot be read: Is a directory" in str(e) and e.exit_code == 2
+
+
 def test_discover_refuses_a_path_without_runs(tmp_path: Path) -> None:
     assert "no such run directory" in str(error(discover, [tmp_path / "nope"]))
     assert "no run directories" in str(error(discover, [tmp_path]))

@@ -218,6 +218,15 @@ def test_find_scenario(tmp_path: Path) -> None:
     assert find_scenario(str(write(tmp_path, GOOD))) == tmp_path / "s.yaml"
 
 
+def test_find_scenario_name_too_long(tmp_path: Path) -> None:
+    """A name or path no file can have (a component over 255 bytes) is unknown, not
+    an OSError (found by bench/fuzz.py's command-line target)."""
+    with pytest.raises(UsageError, match="unknown scenario 'xxx"):
+        find_scenario("x" * 300)
+    with pytest.raises(UsageError, match="no scenario file"):
+        find_scenario(str(tmp_path / ("x" * 300 + ".yaml")))
+
+
 def test_per_version_steps(tmp_path: Path) -> None:
     """`since: X` runs a step from X on, `before: X` under the versions older than X:
     expect's from-version form, aliases resolved."""

@@ -18,6 +18,7 @@ nearest known one.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,10 @@ def _resolve(path: Path, node: str, fields: dict[str, Any]) -> Host:
     def rel(p: str | None) -> Path | None:
         if p is None:
             return None
-        q = Path(p).expanduser()
+        try:
+            q = Path(p).expanduser()
+        except RuntimeError:  # `~name/...` of a user this machine does not know
+            raise UsageError(f"{p}: no such user's home directory here") from None
         return q if q.is_absolute() else (path.parent / q).resolve()
 
     known = rel(fields["known_hosts"]) or Path("~/.ssh/known_hosts").expanduser()
@@ -169,7 +173,10 @@ def load_hosts(path: Path) -> HostsFile:
         fields = {**defaults, **_host_fields(v, m, what)}
         if fields["address"] is None:
             raise v.err(m.line, f"{what} has no address")
-        return _resolve(path, node, fields)
+        try:
+            return _resolve(path, node, fields)
+        except UsageError as e:
+            raise v.err(m.line, f"{what}: {e}") from None
 
     controller = host(top["controller"], top.line_of("controller"), CONTROLLER, "controller")
     seq = v.seq(top["brokers"], top.line_of("brokers"), "brokers")
@@ -185,6 +192,7 @@ def load_hosts(path: Path) -> HostsFile:
             raise v.err(line, f"{h.address}:{h.port} is also {seen[where]}'s; nodes on one "
                               f"host need ports of their own")
         seen[where] = "the controller" if h.node == CONTROLLER else h.node
-        if h.key is not None and not h.key.is_file():
+        # os.path's test: a name too long for a file is no file (pathlib's raises).
+        if h.key is not None and not os.path.isfile(h.key):
             raise v.err(line, f"{h.label()}: key file {h.key} does not exist")
     return HostsFile(path, controller, brokers)

@@ -43,6 +43,9 @@ ROW_KEYS = ("name", "versions", "faults", "acks", "sets", "backends", "runs", "t
 TOP_KEYS = ("seed", "defaults", "matrix")
 ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
 DETECTED = ("lost-write", "divergence")  # the kinds whose detection time is reported
+# Cells a config may have: a 6 KB file of lists could otherwise ask for hundreds
+# of thousands (minutes and hundreds of MB before anything runs).
+MAX_CELLS = 10_000
 
 
 @dataclass
@@ -110,6 +113,9 @@ def load_config(path: Path) -> NightConfig:
             raise v.err(row.line_of("name"), f"row name {name!r} is used twice")
         names.append(name)
         cells.extend(_row_cells(v, name, row, defaults))
+        if len(cells) > MAX_CELLS:
+            raise v.err(row.line, f"the matrix has {len(cells)} cells up to row {name!r}; "
+                                  f"a night has at most {MAX_CELLS}")
     return NightConfig(path=path, cells=cells, seed=seed, rows=names)
 
 
@@ -124,12 +130,12 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
     raw, line = get("versions", None)
     if raw is None:
         raise v.err(row.line, f"row {name!r} is missing 'versions'")
-    versions = [str(x) for x in _list(v, raw, line, "versions")]
+    versions = _distinct(v, [str(x) for x in _list(v, raw, line, "versions")], line, "versions")
     for x in versions:
         if x not in PROTOCOLS:
             raise v.err(line, f"unknown version {x!r}; known: {', '.join(PROTOCOLS)}")
     raw, line = get("faults", "kill")
-    mixes = [str(x) for x in _list(v, raw, line, "faults")]
+    mixes = _distinct(v, [str(x) for x in _list(v, raw, line, "faults")], line, "faults")
     for m in mixes:
         try:
             parse_faults(m)
@@ -141,6 +147,7 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
         if str(a) not in ACKS:
             raise v.err(line, f"acks must be 0, 1, -1 or all, got {a!r}")
         acks_list.append(ACKS[str(a)])
+    _distinct(v, acks_list, line, "acks")
     raw, line = get("sets", None)
     sets: dict[str, list[str]] = {"default": []}
     if raw is not None:
@@ -158,7 +165,7 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
                 raise v.err(at, f"config set {set_name!r}: {e}") from None
             sets[str(set_name)] = items
     raw, line = get("backends", "local")
-    backends = [str(x) for x in _list(v, raw, line, "backends")]
+    backends = _distinct(v, [str(x) for x in _list(v, raw, line, "backends")], line, "backends")
     for b in backends:
         if b not in BACKENDS:
             raise v.err(line, f"unknown backend {b!r}; known: {', '.join(sorted(BACKENDS))}")
@@ -194,6 +201,10 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
             raise v.err(line, f"{key} must be a number "
                               f"{'in 0..1' if key == 'overlap' else '> 0'}, got {raw!r}")
         numbers[key] = x
+    count = len(versions) * len(mixes) * len(acks_list) * len(sets) * len(backends)
+    if count > MAX_CELLS:
+        raise v.err(row.line, f"row {name!r} has {count} cells (versions x faults x acks x "
+                              f"sets x backends); a night has at most {MAX_CELLS}")
     cells = []
     for protocol, mix, acks, (set_name, items), backend in itertools.product(
             versions, mixes, acks_list, sets.items(), backends):
@@ -207,6 +218,15 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
                           set_name=set_name, sets=items, backend=backend, runs=runs,
                           config=cfg, allow=allow.get(protocol, [])))
     return cells
+
+
+def _distinct(v: Validator, values: list[Any], line: int, what: str) -> list[Any]:
+    """values, unless one is listed twice: its cells would have one name (and one
+    directory)."""
+    for i, x in enumerate(values):
+        if x in values[:i]:
+            raise v.err(line, f"{what} lists {x!r} twice")
+    return values
 
 
 def _value_text(val: Any) -> str:

@@ -42,7 +42,7 @@ from harness.cli import (
     swarm,
     trace,
 )
-from harness.errors import HarnessError, RunIncomplete
+from harness.errors import HarnessError, RunIncomplete, one_line
 
 # In the order `isrlab --help` lists them.
 COMMANDS = (scenarios, reproduce, check, collect, docker, chaos, export, nightly, matrix,
@@ -51,7 +51,9 @@ COMMANDS = (scenarios, reproduce, check, collect, docker, chaos, export, nightly
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        # One line, no usage block: the CLI contract for bad input.
+        # One line, no usage block: the CLI contract for bad input (an argument
+        # quoted in the message may hold a newline).
+        message = one_line(message)
         self.exit(2, f"isrlab: error: {message} (see isrlab {self.prog.split()[-1]} --help)\n"
                   if " " in self.prog else f"isrlab: error: {message}\n")
 

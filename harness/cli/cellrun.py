@@ -19,6 +19,7 @@ from checker.api import RunResult
 from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import ASSERTIONS_JSON, CHECK
 from contract.rundir import read_json
+from harness.backends.ports import MAX_PORT
 from harness.cli.checks import check_batch_or_exit
 from harness.cli.flags import backend_options, use_server
 from harness.errors import Interrupted, UsageError
@@ -112,6 +113,10 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
     if args.backend == "ssh" and jobs > 1:
         raise UsageError("--jobs > 1 needs ports of its own per run; the ssh backend takes "
                          "its ports from the hosts file: run the matrix with --jobs 1")
+    last = args.port + (jobs - 1) * stride
+    if last > MAX_PORT:  # also bounds the slots made below (--jobs 10^20 took all memory)
+        raise UsageError(f"--jobs {jobs} needs ports up to {last} (--port {args.port} and "
+                         f"{stride} more per job slot); the last port is {MAX_PORT}")
     options_at = {slot: backend_options(args, port=args.port + slot * stride)
                   for slot in range(jobs)}  # before the first run: a bad --hosts fails now
     cells: list[Cell] = []

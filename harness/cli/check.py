@@ -11,6 +11,7 @@ refused before Spark starts: one line naming it, exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     # Paths may be run directories or trees of them; the checker finds the runs.
     for p in args.paths:
-        if not p.exists():
+        if not os.path.exists(p):  # os.path's: a name too long for a file is none
             raise UsageError(f"no such run directory: {p}")
     checks.require_master(args.master)  # before a crashed run is collected for nothing
     progress = flags.progress_of(args)

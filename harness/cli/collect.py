@@ -5,6 +5,7 @@ does the same first when it meets one."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from contract import CRASHED
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     run_dir: Path = args.run_dir
-    if not run_dir.is_dir():
+    if not os.path.isdir(run_dir):  # os.path's: a name too long for a file is none
         raise UsageError(f"no such run directory: {run_dir}")
     status = read_meta(run_dir).get("status")
     done = collect_crashed(run_dir, say=print)

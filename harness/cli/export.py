@@ -9,6 +9,7 @@ directory or cannot be written (checked before anything is read).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.run_dir.is_dir():
+    if not os.path.isdir(args.run_dir):  # os.path's: a name too long for a file is none
         raise UsageError(f"no such run directory: {args.run_dir}")
     exported = export_scenario(args.run_dir)
     for note in exported.notes:  # what `check` would say of the run, said here too

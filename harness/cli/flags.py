@@ -103,7 +103,7 @@ def check_output_file(path: Path) -> None:
     """UsageError (one line) unless `path` can be written as a file: not a
     directory, in a directory it can be created in (check_writable_dir). For
     output paths, before any work."""
-    if path.is_dir():
+    if os.path.isdir(path):  # os.path's: a name too long for a file is none
         raise UsageError(f"{path} is a directory; give a file path, e.g. {path / 'NAME.yaml'}")
     check_writable_dir(path.parent, f"cannot write {path}")
 
@@ -112,8 +112,8 @@ def check_writable_dir(directory: Path, what: str) -> None:
     """UsageError `what: why` unless `directory` exists and a file can be created
     in it (a read-only mount, no permission: tried by creating and removing one,
     which also holds for root)."""
-    if not directory.is_dir():
-        why = "is not a directory" if directory.exists() else "does not exist"
+    if not os.path.isdir(directory):
+        why = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise UsageError(f"{what}: {directory} {why}")
     probe = directory / f".isrlab-probe-{os.getpid()}"
     try:

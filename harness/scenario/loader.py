@@ -7,6 +7,7 @@ executes; it never touches YAML again.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,20 +156,21 @@ def all_variants(scenario: Scenario) -> list[Scenario]:
 
 
 def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
-    """A path if it looks like one (has a / or ends in .yaml/.yml), else a shipped name."""
+    """A path if it looks like one (has a / or ends in .yaml/.yml), else a shipped name.
+    (os.path's tests: a name no file can have, too long, is no file; pathlib's raise.)"""
     if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
         path = Path(name_or_path)
-        if path.is_dir():
+        if os.path.isdir(path):
             raise UsageError(f"{name_or_path} is a directory, not a scenario file; "
                              "give the path of a .yaml file")
-        if not path.is_file():
-            raise UsageError(f"no scenario file {name_or_path}" if not path.exists() else
-                             f"{name_or_path} is not a regular file, not a scenario file")
+        if not os.path.isfile(path):
+            raise UsageError(f"no scenario file {name_or_path}" if not os.path.exists(path)
+                             else f"{name_or_path} is not a regular file, not a scenario file")
         return path
     path = directory / f"{name_or_path}.yaml"
-    if not path.is_file():
+    if not os.path.isfile(path):
         known = ", ".join(p.stem for p in sorted(directory.glob("*.yaml")))
-        if Path(name_or_path).is_dir():
+        if os.path.isdir(name_or_path):
             raise UsageError(f"{name_or_path} is a directory, not a scenario file, and no "
                              f"shipped scenario has that name; known: {known}")
         raise UsageError(f"unknown scenario {name_or_path!r}; known: {known}")

@@ -1,0 +1,148 @@
+"""Fuzzing as a test: a seeded slice of bench/fuzz.py's targets under Hypothesis.
+
+Each target -- the scenario loader as `reproduce` uses it, the nightly and hosts
+loaders, the run-directory reader `check` uses before Spark, and every command's
+command line -- gets inputs mutated from valid seeds of the repository, drawn
+through Hypothesis (derandomized: the same slice on every run). Each input runs
+in a forked child confined to a temp directory, with a per-input timeout and a
+memory limit; the property is that the outcome is success or a clean error (one
+line, exit 2, FILE:LINE for a file), never another exception, a hang or memory
+without bound. The first tests show that the harness itself tells those apart.
+The long runs and their figures are bench/fuzz.py's (bench/README.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import fuzz  # noqa: E402
+
+from harness.errors import UsageError  # noqa: E402
+
+TARGETS = fuzz.targets()
+# Shrinking is off: a hang costs the timeout per attempt; each input's
+# description (what was mutated, how) is the report.
+SLICE = dict(derandomize=True, deadline=None, database=None,
+             phases=(Phase.explicit, Phase.generate),
+             suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _seed_run() -> Any:
+    """The sim run directory the run-directory and command-line targets start from,
+    made once and removed after."""
+    fuzz.seed_run()
+    yield
+    fuzz.cleanup()
+
+
+def _check(name: str, rng: Any) -> None:
+    target = TARGETS[name]
+    inp = target.make(rng)
+    r = fuzz.run_input(target, inp)
+    assert r.outcome in fuzz.ALLOWED, (f"{name}: {r.outcome}: {r.detail} (at {r.where or '?'})"
+                                       f"\n  input: {inp.describe(600)}")
+
+
+# -- the harness tells the outcomes apart ----------------------------------------------
+
+
+def _target(call: Any, mem_mb: int = fuzz.MEM_MB) -> fuzz.Target:
+    return fuzz.Target("probe", lambda _rng: fuzz.Input("probe"), call, mem_mb=mem_mb)
+
+
+class _TwoLines(UsageError):
+    def __str__(self) -> str:
+        return "a\nb"
+
+
+def _raise(e: BaseException) -> Any:
+    raise e
+
+
+def test_harness_counts_a_clean_error_and_a_traceback() -> None:
+    error = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
+        UsageError("scenario.yaml:3: unknown key 'stpes'"), Path("scenario.yaml"))),
+        fuzz.Input("probe"))
+    assert (error.outcome, error.detail) == ("error", "scenario.yaml:3: unknown key 'stpes'")
+    whole = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
+        UsageError("scenario.yaml: more than 256 KiB"), Path("scenario.yaml"))),
+        fuzz.Input("probe"))
+    assert whole.outcome == "error"
+    no_file = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
+        UsageError("unknown key 'stpes'"), Path("scenario.yaml"))), fuzz.Input("probe"))
+    assert no_file.outcome == "traceback" and "not scenario.yaml:LINE" in no_file.detail
+    two_lines = fuzz.run_input(_target(lambda w, i: fuzz.classify_error(
+        _TwoLines(), None)), fuzz.Input("probe"))
+    assert two_lines.outcome == "traceback" and "not one line" in two_lines.detail
+    crash = fuzz.run_input(_target(lambda w, i: _raise(KeyError("steps"))), fuzz.Input("probe"))
+    assert crash.outcome == "traceback" and crash.detail.startswith("KeyError")
+
+
+def test_harness_stops_a_hang_and_a_memory_bomb() -> None:
+    hang = fuzz.run_input(_target(lambda w, i: [None for _ in iter(int, 1)]),
+                          fuzz.Input("probe"), timeout=1)
+    assert hang.outcome == "hang"
+    bomb = fuzz.run_input(_target(lambda w, i: bytearray(1 << 30), mem_mb=128),
+                          fuzz.Input("probe"))
+    assert bomb.outcome == "memory"
+
+
+def test_harness_stops_an_input_before_it_starts_or_writes_anything(tmp_path: Path) -> None:
+    """A child that gets as far as writing outside its directory, starting a process
+    or a cluster is stopped there: its checks passed, and nothing happened."""
+    outside = tmp_path / "written"
+    wrote = fuzz.run_input(_target(lambda w, i: outside.write_text("x")), fuzz.Input("probe"))
+    assert wrote.outcome == "ok" and "stopped at: write" in wrote.detail
+    assert not outside.exists()
+    cli = TARGETS["cli"]
+    exported = tmp_path / "exported.yaml"
+    export = fuzz.run_input(cli, fuzz.Input("probe", argv=[
+        "export", fuzz.RUN, "--out", str(exported)]))
+    assert export.outcome == "ok" and "stopped at: " in export.detail
+    assert str(tmp_path) in export.detail
+    assert not exported.exists()
+    sim = fuzz.run_input(cli, fuzz.Input("probe", argv=[
+        "trace", "hw-lags-one-fetch", "--protocol", "latest"]))
+    assert sim.outcome == "ok" and "stopped at: start a sim cluster" in sim.detail
+
+
+# -- the targets -------------------------------------------------------------------------
+
+
+@settings(max_examples=250, **SLICE)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_scenario_loader(rng: Any) -> None:
+    _check("scenario", rng)
+
+
+@settings(max_examples=150, **SLICE)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_nightly_loader(rng: Any) -> None:
+    _check("nightly", rng)
+
+
+@settings(max_examples=150, **SLICE)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_hosts_loader(rng: Any) -> None:
+    _check("hosts", rng)
+
+
+@settings(max_examples=200, **SLICE)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_run_directory_reader(rng: Any) -> None:
+    _check("rundir", rng)
+
+
+@settings(max_examples=200, **SLICE)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_command_lines(rng: Any) -> None:
+    _check("cli", rng)
