@@ -22,8 +22,8 @@ write outside it; a command that gets that far, or constructs a cluster backend
 there. So no cluster, Docker, Spark or SSH is ever started, and nothing is
 written outside the temp directory.
 
-tests/test_fuzz.py runs a seeded slice of the same targets under Hypothesis
-(which draws the mutations through `random.Random`), in CI.
+tests/test_fuzz.py runs a seeded slice of the same targets in CI (this script,
+`--seed 0`, as a process of its own).
 """
 
 from __future__ import annotations
