@@ -113,6 +113,21 @@ def test_matrix_jobs_beyond_the_last_port(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+def test_matrix_ssh_with_jobs_leaves_no_batch(tmp_path: Path) -> None:
+    """--jobs > 1 on ssh (the hosts file fixes the ports) is one line, exit 2, before
+    the batch's directory is made."""
+    (tmp_path / "id_test").write_text("not read\n")
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("defaults: {user: kafka, key: id_test}\ncontroller: {address: 10.0.0.10}\n"
+                     "brokers:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12}\n"
+                     "  - {address: 10.0.0.13}\n")
+    r = isrlab("matrix", "--backend", "ssh", "--hosts", str(hosts), "--jobs", "2",
+               "--scenario", "kip101-hw-truncation-loss", "--runs-dir", str(tmp_path / "runs"),
+               "--no-server")
+    assert r.returncode == 2 and "--jobs > 1 needs ports of its own" in one_line_error(r)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_unknown_protocol() -> None:
     assert "invalid choice: '0.9'" in one_line_error(
         isrlab("reproduce", "kip101-hw-truncation-loss", "--protocol", "0.9"))

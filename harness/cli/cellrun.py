@@ -103,11 +103,10 @@ def _difference(o: dict[str, Any]) -> str:
     return " ".join(parts) or o["verdict"]
 
 
-def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path,
-              args: argparse.Namespace, progress: Progress) -> list[Cell] | int:
-    """Run every row x protocol `runs` times into `batch`, check them in one batch and
-    judge the assertions; an exit status instead when interrupted or the checker fails.
-    A cell the row's path does not reach is returned not run (`not_reachable`)."""
+def slot_options(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """Each job slot's backend options (slot k runs on --port + k * the backend's
+    stride), checked: a --jobs or --hosts that cannot work is UsageError, exit 2.
+    Called before the batch's directory is made, so a refused matrix leaves nothing."""
     stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
     jobs = getattr(args, "jobs", 1)
     if args.backend == "ssh" and jobs > 1:
@@ -117,8 +116,18 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
     if last > MAX_PORT:  # also bounds the slots made below (--jobs 10^20 took all memory)
         raise UsageError(f"--jobs {jobs} needs ports up to {last} (--port {args.port} and "
                          f"{stride} more per job slot); the last port is {MAX_PORT}")
-    options_at = {slot: backend_options(args, port=args.port + slot * stride)
-                  for slot in range(jobs)}  # before the first run: a bad --hosts fails now
+    return {slot: backend_options(args, port=args.port + slot * stride)
+            for slot in range(jobs)}
+
+
+def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path,
+              args: argparse.Namespace, progress: Progress,
+              options_at: dict[int, dict[str, Any]]) -> list[Cell] | int:
+    """Run every row x protocol `runs` times into `batch` (job slots and their
+    options: slot_options), check them in one batch and judge the assertions; an
+    exit status instead when interrupted or the checker fails. A cell the row's
+    path does not reach is returned not run (`not_reachable`)."""
+    jobs = len(options_at)
     cells: list[Cell] = []
     plan: list[tuple[Cell, Scenario, int]] = []
     for s in rows:

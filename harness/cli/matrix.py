@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [v for s in scenarios for v in all_variants(s)]
     protocols = list(dict.fromkeys(args.protocol or VERSIONS))
     checks.require_master()  # ISRLAB_SPARK_MASTER: before any cell runs
+    options_at = cellrun.slot_options(args)  # a bad --jobs or --hosts: before the batch
     progress = flags.progress_of(args)
     batch = checks.new_batch(args.runs_dir, "matrix")
     unreached = sum(not r.reachable_at(p) for r in rows for p in protocols)
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                   f"run(s) on {args.backend}"
                   + (f" ({unreached} cell(s) not reachable: not run)" if unreached else "")
                   + f"; runs in {batch}")
-    cells = cellrun.run_cells(rows, protocols, args.runs, batch, args, progress)
+    cells = cellrun.run_cells(rows, protocols, args.runs, batch, args, progress, options_at)
     if isinstance(cells, int):
         return cells
     index = write_index(cells, rows, protocols, batch / INDEX)

@@ -225,10 +225,12 @@ def reproduce_variants(args: argparse.Namespace) -> int:
     if args.base_image:
         raise UsageError("--base-image is not supported with --all-variants or --runs here; "
                          "build the image first (isrlab docker build --base-image IMAGE)")
+    options_at = cellrun.slot_options(args)  # a bad --hosts: before the batch
     progress = flags.progress_of(args)
     batch = checks.new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
     args.seed = args.seed if args.seed is not None else 0
-    cells = cellrun.run_cells(rows, [args.protocol], args.runs, batch, args, progress)
+    cells = cellrun.run_cells(rows, [args.protocol], args.runs, batch, args, progress,
+                              options_at)
     if isinstance(cells, int):
         return cells
     outcomes = [(c, o) for c in cells for o in c.outcomes]
