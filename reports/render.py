@@ -19,7 +19,8 @@ from typing import Any
 import jinja2
 
 from contract import CHECK, REPORT_HTML, TRACE
-from reports import charts, grid, story
+from contract.rundir import read_jsonl
+from reports import charts, grid, story, trace
 from reports.rundata import RunData, load
 from reports.units import figure_row, fmt_time
 
@@ -27,7 +28,7 @@ MAX_EVENTS = 2000
 # A story line's kind, as its tag in the report.
 KIND_WORDS = {"ack": "acked", "fault": "fault", "power-cycle": "power cycle", "halt": "halt",
               "truncate": "truncation", "election": "election", "final": "final read",
-              "resend": "resent"}
+              "resend": "resent", "kept": "kept", "epoch": "epoch answer"}
 
 _CONFIG_KEYS = (
     "run_id",
@@ -218,20 +219,26 @@ def _timeline(facts: story.RunFacts, st: story.Story) -> tuple[list[dict[str, An
 MAX_TRACE_ROWS = 300
 
 
-def _trace(run_dir: Path) -> dict[str, Any] | None:
-    """A sim run's fetch-round trace (trace.jsonl): its first MAX_TRACE_ROWS rows."""
-    path = run_dir / TRACE
+def _trace(data: RunData) -> dict[str, Any] | None:
+    """A sim run's trace table (reports.trace, as `isrlab trace` prints it) for the
+    workload's partition: its first MAX_TRACE_ROWS rows."""
+    path = data.path / TRACE
     if not path.is_file():
         return None
-    rows, total = [], 0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            total += 1
-            if len(rows) < MAX_TRACE_ROWS:
-                r = json.loads(line)
-                r["t"] = fmt_time(r["time"])
-                rows.append(r)
-    return {"rows": rows, "total": total}
+    rounds = read_jsonl(data.path, TRACE)
+    wl = data.meta.get("workload") or {}
+    topic, part = wl.get("topic"), wl.get("partition")
+    if not any(r.get("topic") == topic and r.get("partition") == part for r in rounds):
+        topic, part = (rounds[0].get("topic"), rounds[0].get("partition")) if rounds \
+            else (topic, part)
+    brokers = (data.meta.get("cluster") or {}).get("brokers") or []
+    labels = {v: lab for lab, vs in (data.meta.get("labels") or {}).items()
+              if isinstance(vs, list) for v in vs}
+    rows = trace.rows(rounds, data.events, data.history, topic, part, brokers, labels)
+    for r in rows:
+        r["t"] = fmt_time(r["time"])
+    return {"rows": rows[:MAX_TRACE_ROWS], "total": len(rows), "part": f"{topic}/{part}",
+            "legend": trace.LEGEND}
 
 
 def _figures(s: dict[str, Any]) -> list[tuple[str, str]]:
@@ -279,7 +286,7 @@ def render_run(run_dir: Path) -> Path:
             grids=grid.build(data, facts),
             timeline=timeline,
             timeline_total=timeline_total,
-            trace=_trace(data.path),
+            trace=_trace(data),
             brokers=(data.meta.get("cluster") or {}).get("brokers") or [],
             max_lines=story.MAX_LINES,
             checked_at=s.get("checked_at"),

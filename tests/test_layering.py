@@ -32,7 +32,7 @@ WIRING = ["harness/cli/__init__.py", "harness/cli/cellrun.py", "harness/cli/chao
           "harness/cli/check.py",
           "harness/cli/checker.py", "harness/cli/checks.py", "harness/cli/flags.py",
           "harness/cli/nightly.py", "harness/cli/reproduce.py", "harness/cli/shrink.py",
-          "harness/cli/swarm.py"]
+          "harness/cli/swarm.py", "harness/cli/trace.py"]
 # The CLI module that assembles the parser from the command modules, and the ones
 # every command module may import besides non-CLI modules, lowest first (each may
 # import those before it).

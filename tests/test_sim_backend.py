@@ -88,7 +88,7 @@ def test_reproduce_on_sim_exits_as_on_local(tmp_path, protocol, code):
     report = Path(next(line for line in proc.stdout.splitlines()
                        if line.startswith("report: ")).removeprefix("report: "))
     html = report.read_text()
-    assert "Fetch rounds" in html and "fetch@1" in html
+    assert "Fetch rounds and protocol events" in html and "fetches from offset 1" in html
 
 
 def test_bad_seed_is_a_usage_error(tmp_path):

@@ -12,6 +12,8 @@ import pytest
 from conftest import ROOT
 from test_cli import one_line_error
 
+from reports import trace as trace_table
+
 
 def _trace(tmp_path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", "trace", *args,
@@ -47,8 +49,13 @@ def test_trace_prints_a_table_and_keeps_trace_jsonl(tmp_path):
     r = _trace(tmp_path, "kip101-hw-truncation-loss", "--protocol", "0.10", "--quiet")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[1].split()[:4] == ["round", "time", "fetch", "answer"]
+    assert lines[1].split()[:4] == ["time", "round", "node", "what"]
     assert "A LEO/HW" in lines[1] and "leader's view (LEO)" in lines[1]
+    # The legend under the table says what the notation means.
+    for legend in trace_table.LEGEND:
+        assert legend in lines
+    assert any(ln.startswith("LEO/HW: a replica's log end offset") and "* marks the "
+               "partition's leader" in ln for ln in lines)
     run = lines[-1].removeprefix("run: ")
     assert (tmp_path / run.split("/")[-1] / "trace.jsonl").is_file()
 
@@ -74,3 +81,52 @@ def test_a_partition_the_scenario_lacks_is_one_line_before_the_run(tmp_path, arg
     line = one_line_error(r)
     assert said in line, line
     assert not runs.exists()  # nothing ran
+
+
+def _row(table: list[dict], node: str, starts: str) -> int:
+    (i,) = [i for i, r in enumerate(table) if r["node"] == node and r["what"].startswith(starts)]
+    return i
+
+
+def test_trace_table_has_the_truncation_and_the_hw_moves(tmp_path):
+    """kip101-hw-truncation-loss under 0.10: the rows say why B drops from 2/1 to 1/1
+    (its truncation to its HW, rule hw) and that A's HW reaches 2, besides the
+    fetch rounds; each row has every replica's LEO/HW after it."""
+    r = _trace(tmp_path, "kip101-hw-truncation-loss", "--protocol", "0.10", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    table = out["table"]
+    assert out["legend"] == list(trace_table.LEGEND)
+    assert all(set(x["replicas"]) == {"A", "B", "C"} for x in table)
+    a_hw = _row(table, "A", "A's HW moves 1 → 2")
+    assert table[a_hw]["replicas"]["A"] == "2/2*" and table[a_hw]["round"] is None
+    for node in ("B", "C"):
+        assert any(x["what"] == f"{node}'s HW moves 0 → 1" for x in table)
+    b_trunc = _row(table, "B", "B truncates to offset 1 by rule hw")
+    assert "removing offset 1" in table[b_trunc]["what"]
+    assert table[b_trunc - 1]["replicas"]["B"] == "2/1"
+    assert table[b_trunc]["replicas"]["B"] == "1/1"
+    became = _row(table, "B", "B becomes follower of C (epoch 1)")
+    assert became < b_trunc
+    elected = _row(table, "controller", "elects B leader of epoch 2")
+    assert b_trunc < elected
+    a_trunc = _row(table, "A", "A truncates to offset 1 by rule offset_out_of_range")
+    assert table[a_trunc]["replicas"]["A"] == "1/1"
+    assert any(x["what"].startswith("A acknowledges value 1 (m1) at offset 1") for x in table)
+    # The fetch rounds are rows too, their answers in words.
+    fetch = [x for x in table if x["round"] is not None]
+    assert [x["round"] for x in fetch] == [x["round"] for x in out["rows"]]
+    assert any(x["what"] == "B fetches from offset 1: 1 record, leader's HW 1" for x in fetch)
+
+
+def test_trace_says_an_epoch_answer_in_words(tmp_path):
+    """0.11's OffsetsForLeaderEpoch answer names no epoch (-1): the table says so."""
+    r = _trace(tmp_path, "kip101-hw-truncation-loss", "--protocol", "0.11", "--json")
+    assert r.returncode == 0, r.stderr
+    table = json.loads(r.stdout)["table"]
+    asks = _row(table, "A", "A asks B where its epoch 0 ends (OffsetsForLeaderEpoch)")
+    answer = table[asks + 1]
+    assert answer["what"] == ("A gets the answer to OffsetsForLeaderEpoch: end offset 2 "
+                              "(0.11–1.1 answers name no epoch, KIP-101)")
+    assert "epoch -1" not in " ".join(x["what"] for x in table)
+    assert not any("truncates" in x["what"] for x in table if x["node"] in ("A", "B"))

@@ -1,7 +1,11 @@
-"""`isrlab trace NAME`: a scenario run on the sim backend, printed fetch round by
-fetch round (harness.sim.trace): every replica's LEO and HW and the leader's view
-of its followers (docs/catalogue.md#hw-lags-one-fetch), from the real cores. The run
-directory keeps it as trace.jsonl; its report shows it once checked.
+"""`isrlab trace NAME`: a scenario run on the sim backend, printed as one row per
+fetch round that changed something (harness.sim.trace) or protocol event (an
+election, a role change, a truncation with its rule, an HW move, an
+OffsetsForLeaderEpoch request or answer, a produce answer, a nemesis op), with
+every replica's LEO and HW after it and the leader's view of its followers
+(docs/catalogue.md#hw-lags-one-fetch), from the real cores; a legend under it
+(reports.trace, whose rows the report shows too). The run directory keeps the
+fetch rounds as trace.jsonl.
 
 Exit status: 0 once printed, 3 if the run could not complete (what it traced
 is printed all the same), 2 for bad input.
@@ -14,18 +18,28 @@ import json
 import sys
 from typing import Any
 
-from contract import PROTOCOLS
+from contract import EVENTS, HISTORY, PROTOCOLS
+from contract.rundir import read_jsonl, readable_meta
 from harness.cli import flags
 from harness.errors import UsageError
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
-from harness.sim.trace import read_trace, table
+from harness.sim.trace import read_trace
+from reports import trace as trace_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     t = sub.add_parser("trace", help="a scenario on the simulator, fetch round by fetch "
-                                     "round: each replica's LEO and HW, the leader's view")
+                                     "round and protocol event: each replica's LEO and HW",
+                       description="Run a scenario on the simulator and print one row per "
+                                   "fetch round that changed something or protocol event "
+                                   "(election, truncation and its rule, HW move, "
+                                   "OffsetsForLeaderEpoch request/answer, produce answer), "
+                                   "with each replica's LEO/HW after it; a legend under "
+                                   "the table explains the notation. Exit 0 once printed, "
+                                   "3 if the run could not complete, 2 for bad input. "
+                                   "See docs/catalogue.md#hw-lags-one-fetch.")
     t.add_argument("scenario", metavar="NAME|PATH")
     t.add_argument("--protocol", required=True, choices=PROTOCOLS)
     flags.add_seed_flag(t, "default 0", default=0)
@@ -49,14 +63,21 @@ def run(args: argparse.Namespace) -> int:
     rows = [r for r in read_trace(record.run_dir)
             if r["topic"] == topic and r["partition"] == part]
     brokers = list(scenario.brokers)
+    labels = {v: lab for lab, vs in (readable_meta(record.run_dir).get("labels") or {}).items()
+              if isinstance(vs, list) for v in vs}
+    table = trace_table.rows(read_trace(record.run_dir),
+                             read_jsonl(record.run_dir, EVENTS),
+                             read_jsonl(record.run_dir, HISTORY), topic, part, brokers, labels)
     if args.json:
+        # "rows": the fetch rounds as trace.jsonl has them; "table": the printed rows.
         print(json.dumps({"run_dir": str(record.run_dir), "topic": topic, "partition": part,
                           "error": str(record.error) if record.error else None,
-                          "rows": rows}))
+                          "rows": rows, "table": table, "legend": list(trace_table.LEGEND)}))
     else:
         print(f"{scenario.name} under {args.protocol}, {topic}/{part}, seed {args.seed} "
-              f"(simulated; {len(rows)} fetch round(s) that changed something)")
-        print(table(rows, brokers))
+              f"(simulated; {len(rows)} fetch round(s) that changed something, "
+              f"{len(table) - len(rows)} protocol event(s) and operation(s))")
+        print(trace_table.text(table, brokers))
         print(f"run: {record.run_dir}")
     if record.error is not None:
         print(f"isrlab: {record.error}", file=sys.stderr)

@@ -5,7 +5,8 @@ from the real cores.
 
 The sim backend writes it to the run directory as trace.jsonl, one row per
 round that changed something (an idle long poll changes nothing and is left
-out); `isrlab trace NAME` prints it as a table and the report shows it.
+out); reports.trace merges it with the run's events into the table
+`isrlab trace NAME` prints and the report shows.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from broker.sim_cluster import SimCluster
 from contract import TRACE
 from contract.rundir import RunFile, RunWriteError, RunWrites, read_jsonl
 
-__all__ = ["TRACE", "Tracer", "read_trace", "table"]
+__all__ = ["TRACE", "Tracer", "read_trace"]
 
 
 class Tracer:
@@ -94,33 +95,3 @@ def read_trace(run_dir: Path) -> list[dict[str, Any]]:
     """The trace's rows ([] without one; a last line cut by a full disk left out:
     contract.rundir.read_jsonl's rules)."""
     return read_jsonl(run_dir, TRACE)
-
-
-def table(rows: list[dict[str, Any]], brokers: list[str]) -> str:
-    """The rows as a table (docs/catalogue.md#hw-lags-one-fetch): one line per round,
-    LEO/HW per replica (* the leader) and the leader's view of its followers' LEOs."""
-    head = ["round", "time", "fetch", "answer",
-            *[f"{b} LEO/HW" for b in brokers], "leader's view (LEO)"]
-    lines = [head]
-    for r in rows:
-        reps = r["replicas"]
-        cells = []
-        for b in brokers:
-            x = reps.get(b)
-            if x is None:
-                cells.append("")
-            elif x["leo"] is None:
-                cells.append("down")
-            else:
-                mark = "*" if x["role"] == "leader" else ""
-                cells.append(f"{x['leo']}/{x['hw']}{mark}")
-        lead = r["leader"]
-        view = (" ".join(f"{k}={'?' if v is None else v}" for k, v in lead["remote_leo"].items())
-                if lead else "no leader")
-        what = (f"{r['follower']} fetch@{r['offset']}" if r["request"] == "replica-fetch"
-                else f"{r['follower']} epoch?")
-        lines.append([str(r["round"]), f"{r['time'] / 1e9:.3f}s", what, r["answer"], *cells,
-                      view])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-                     for line in lines)
