@@ -282,3 +282,109 @@ def test_story_says_why_a_broker_halted() -> None:
     no_halt = [e for e in ev if e["type"] not in ("halt", "flush", "hw-checkpoint")]
     st2, _ = story.build(_run(no_halt, hist, [lost]))
     assert "halt" not in [ln.kind for ln in st2.lines]
+
+
+# -- the story of valid runs, from real sim runs' directories (no Spark) ---------------
+
+
+def _sim_run(tmp_path: Path, name: str, protocol: str) -> RunData:
+    """A scenario's run on the sim backend (`isrlab trace`), as the story reads it:
+    its events and history, with no anomaly (what the checker finds in these
+    versions, which the scenario documents as valid)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    from contract import EVENTS, HISTORY
+    from contract.rundir import read_jsonl, read_meta
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "trace", name, "--protocol",
+                        protocol, "--runs-dir", str(tmp_path), "--quiet"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    run = Path(r.stdout.splitlines()[-1].removeprefix("run: "))
+    return RunData(run, read_meta(run), {"found": {}}, [], {}, {}, read_jsonl(run, HISTORY),
+                   read_jsonl(run, EVENTS), {})
+
+
+@pytest.mark.parametrize(("protocol", "rule"), [
+    ("0.11", "from Kafka 0.11.0 a follower truncates only to the end offset the leader "
+             "answers to OffsetsForLeaderEpoch (KIP-101)"),
+    ("latest", "from Kafka 2.8.0 a follower truncates only where the leader's Fetch answer "
+               "names a diverging epoch (KAFKA-10554)"),
+])
+def test_valid_hw_truncation_story_names_the_rule_that_kept_m1(tmp_path: Path, protocol: str,
+                                                               rule: str) -> None:
+    data = _sim_run(tmp_path, "kip101-hw-truncation-loss", protocol)
+    m1 = data.meta["labels"]["m1"][0]
+    st, _ = story.build(data)
+    (c,) = st.causes
+    assert c.kind == "kept" and c.title == f"value {m1} (m1), acknowledged at t/0 offset 1, kept"
+    kept = [ln for ln in st.lines if ln.kind == "kept" and ln.node == "B"]
+    assert len(kept) == 1
+    assert kept[0].text.startswith(f"B follows C (epoch 1) holding value {m1} (m1) at offset "
+                                   "1, above its HW 1. It does not truncate to its HW, as "
+                                   "0.10's rule hw would")
+    assert rule in kept[0].text and kept[0].text.endswith(f"It keeps value {m1} (m1).")
+    (elected,) = [ln for ln in st.lines if ln.kind == "election"]
+    assert elected.node == "B" and f"It still holds value {m1} (m1) at offset 1." in elected.text
+    kinds = [s.line.kind for s in c.steps]
+    assert kinds[:3] == ["ack", "kept", "election"], kinds
+    epochs = [ln for ln in st.lines if ln.kind == "epoch"]
+    if protocol == "0.11":
+        # A, back, asks B where its epoch 0 ends: the request that keeps its m1.
+        (asked,) = epochs
+        assert asked.node == "A" and asked.text == (
+            "A asks B where its epoch 0 ends (OffsetsForLeaderEpoch); the answer: end offset 2 "
+            "(the answer names no epoch: OffsetsForLeaderEpoch, KIP-101, Kafka 0.11.0). Its "
+            "log ends at 2: it truncates nothing.")
+        assert "epoch" in kinds
+    else:
+        assert epochs == []
+
+
+def test_valid_stale_incarnation_story(tmp_path: Path) -> None:
+    """A second scenario's valid version: B follows A in a new epoch holding m0 above
+    its HW, and keeps it by the protocol's rule."""
+    data = _sim_run(tmp_path, "alter-partition-stale-incarnation", "3.7")
+    m0 = data.meta["labels"]["m0"][0]
+    st, _ = story.build(data)
+    (c,) = st.causes
+    assert c.kind == "kept" and c.offsets == [0]
+    (kept,) = [ln for ln in st.lines if ln.kind == "kept"]
+    assert kept.node == "B" and f"holding value {m0} (m0) at offset 0, above its HW 0" \
+        in kept.text
+    assert "(KAFKA-10554)" in kept.text and "so it truncates nothing" in kept.text
+
+
+def test_lost_writes_with_one_chain_are_told_once() -> None:
+    """Three writes lost by the same truncation and election: one cause, "3 writes lost
+    the same way", with one step for their acknowledgements."""
+    part = {"topic": "t", "partition": 0}
+    ev = [
+        {"time": 10, "node": "controller", "type": "leader-elected", **part, "leader": "A",
+         "leader_epoch": 0, "isr": ["A", "B"]},
+        {"time": 30, "node": "B", "type": "became-follower", **part, "leader_epoch": 1,
+         "leader": "C", "leo": 4, "hw": 1},
+        {"time": 31, "node": "B", "type": "truncate", **part, "leader_epoch": 1, "from": 4,
+         "to": 1, "rule": "hw", "reason": "high-watermark",
+         "removed": [[1, 0, 7], [2, 0, 8], [3, 0, 9]]},
+        {"time": 50, "node": "controller", "type": "leader-elected", **part, "leader": "B",
+         "leader_epoch": 2, "isr": ["B"]},
+        {"time": 51, "node": "B", "type": "became-leader", **part, "leader_epoch": 2,
+         "leo": 1, "hw": 1, "isr": ["B"]},
+    ]
+    hist, lost = [], []
+    for i, v in enumerate((7, 8, 9)):
+        hist += [{"index": 2 * i, "time": 20 + i, "process": i, "type": "invoke", "f": "send"},
+                 {"index": 2 * i + 1, "time": 21 + i, "process": i, "type": "ok", "f": "send",
+                  **part, "value": v, "offset": 1 + i, "acks": "all", "node": "A"}]
+        lost.append({"kind": "lost-write", **part, "witness": {
+            **part, "value": v, "acked_offset": 1 + i, "op": {"index": 2 * i + 1},
+            "held_by": []}})
+    st, _ = story.build(_run(ev, hist, lost))
+    (c,) = st.causes
+    assert c.title == "3 writes lost the same way: acknowledged at t/0 offsets 1–3"
+    assert c.offsets == [1, 2, 3]
+    assert [s.line.kind for s in c.steps] == ["ack", "truncate", "election"]
+    assert c.steps[0].label == "3 writes acknowledged"

@@ -17,6 +17,7 @@ from typing import Any
 
 from reports.rundata import RunData, pkey
 from reports.story.facts import Election, Item, RunFacts, int_or, rule_of, time_ns
+from reports.story.kept import kept_causes
 from reports.story.lines import Cause, Line, Step, Story
 from reports.story.words import FAULT_WORDS, RULES, line_text, rec_text, value_name
 from reports.units import fmt_time, offsets_phrase
@@ -361,6 +362,8 @@ def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts
             uncaused[str(kind)] = uncaused.get(str(kind), 0) + 1
             continue
         causes.append(cause)
+    if not data.anomalies:
+        causes = kept_causes(b)  # what kept the records at risk
     lines = sorted(b.lines.values(), key=lambda ln: (time_ns(ln.time), _KIND_ORDER.get(ln.kind, 9)))
     lines = _merge_acks(lines, causes)
     for i, ln in enumerate(lines, 1):
@@ -378,7 +381,7 @@ def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts
 
 
 _KIND_ORDER = {"fault": 0, "ack": 1, "resend": 2, "power-cycle": 2, "halt": 3, "truncate": 3,
-               "election": 4, "final": 6}
+               "kept": 3, "epoch": 3, "election": 4, "final": 6}
 
 
 def _merge_acks(lines: list[Line], causes: list[Cause]) -> list[Line]:
@@ -416,16 +419,27 @@ def _group(causes: list[Cause]) -> list[Cause]:
         if c.kind != "lost-write":
             out.append(c)
             continue
-        key = (c.part, tuple(s.line.key for s in c.steps))
+        # Each write has its own acknowledgement: the chain is the rest.
+        key = (c.part, tuple(s.line.key for s in c.steps if s.line.kind != "ack"))
         if key in index:
-            index[key].offsets += c.offsets
+            into = index[key]
+            into.offsets += c.offsets
+            have = {s.line.key for s in into.steps}
+            into.steps = sorted(into.steps + [s for s in c.steps if s.line.key not in have],
+                                key=lambda s: s.line.n)
             continue
         index[key] = c
         out.append(c)
     for c in out:
         if c.kind == "lost-write" and len(c.offsets) > 1:
-            c.title = (f"{len(c.offsets)} writes, acknowledged at {c.part} "
-                       f"{offsets_phrase(c.offsets)}, lost")
+            c.offsets.sort()
+            c.title = (f"{len(c.offsets)} writes lost the same way: acknowledged at {c.part} "
+                       f"{offsets_phrase(c.offsets)}")
+            acks = [s for s in c.steps if s.line.kind == "ack"]
+            if acks:  # one step for all their acknowledgements
+                first = acks[0]
+                first.label = f"{len(c.offsets)} writes acknowledged"
+                c.steps = [s for s in c.steps if s.line.kind != "ack" or s is first]
     return out
 
 

@@ -20,7 +20,7 @@ class Line:
 
     key: str
     time: int | None
-    kind: str  # ack | fault | halt | truncate | power-cycle | election | final
+    kind: str  # ack | fault | halt | truncate | power-cycle | election | final | kept | epoch
     item: Item | None
     node: str | None = None
     part: str | None = None
@@ -47,6 +47,7 @@ class Line:
     isr: list[str] | None = None  # ack: the ISR when it was acknowledged
     window: Window | None = None  # fault
     restart: tuple[Item, int] | None = None  # power-cycle: the restart and its LEO
+    said: str = ""  # kept, epoch (reports.story.kept): the sentence, composed there
 
     @property
     def ref(self) -> str | None:
@@ -77,7 +78,7 @@ class Cause:
     def explained(self) -> bool:
         """Whether a protocol step (election, truncation, power cycle, fault) is named."""
         return bool(self.kinds & {"election", "truncate", "power-cycle", "fault", "resend",
-                                  "halt"})
+                                  "halt", "kept", "epoch"})
 
 
 @dataclass

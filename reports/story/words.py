@@ -166,6 +166,8 @@ def _lost_at(ln: Line, f: RunFacts) -> list[Any]:
 def line_text(ln: Line, f: RunFacts) -> str:
     """A story line's sentence, once every anomaly has added its part to the line."""
     it = ln.item
+    if ln.kind in ("kept", "epoch"):
+        return ln.said
     if ln.kind == "ack":
         if ln.node in (None, "None"):
             lead = "The leader"
