@@ -388,3 +388,45 @@ def test_lost_writes_with_one_chain_are_told_once() -> None:
     assert c.offsets == [1, 2, 3]
     assert [s.line.kind for s in c.steps] == ["ack", "truncate", "election"]
     assert c.steps[0].label == "3 writes acknowledged"
+
+
+@pytest.mark.spark
+def test_chaos_story_groups_writes_lost_the_same_way(tmp_path: Path) -> None:
+    """A simulated 0.10 chaos run that power-cycles every broker at once loses every
+    write acknowledged before (shrink's seed): the story tells the writes lost by one
+    chain once ("N writes lost the same way"), each lost offset in one cause, and
+    its lines name a few offsets and count the rest."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "chaos", "--backend", "sim",
+                        "--protocol", "0.10", "--faults", "power-cycle:all,pause",
+                        "--time-limit", "12s", "--rate", "20", "--batch", "1", "--producers",
+                        "2", "--partitions", "1", "--interval", "2", "--runs", "1", "--seed",
+                        "11", "--runs-dir", str(tmp_path / "runs"), "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    (run,) = json.loads(r.stdout)["runs"]
+    assert run["found"].get("lost-write", 0) >= 8, run
+    report = (Path(run["run_dir"]) / "check" / "report.html").read_text()
+    why = [c for c in causes(report) if c["kind"] == "lost-write"]
+    titles = re.findall(r'<li class="cause" data-kind="lost-write"[^>]*>.*?<b>(.*?)</b>', report,
+                        flags=re.S)
+    grouped = [(t, c) for t, c in zip(titles, why, strict=True)
+               if re.match(r"\d+ writes lost the same way: acknowledged at t/0 offsets ", t)]
+    assert grouped, titles
+    title, group = max(grouped, key=lambda x: len(x[1]["offsets"]))
+    n = len(group["offsets"])
+    assert n >= 8 and title.startswith(f"{n} writes lost the same way")
+    # one step for all their acknowledgements, then the chain they share
+    steps = re.search(rf"<b>{re.escape(title)}</b>(.*?)</li>", report, flags=re.S)
+    labels = re.findall(r'<span class="n">\d+</span> ([^<]*)</a>', steps.group(1))
+    assert labels[0] == f"{n} writes acknowledged", labels
+    assert any("power-cycle of" in x for x in labels) and any("elected without it" in x
+                                                               for x in labels)
+    lost = [o for c in why for o in c["offsets"]]
+    assert len(lost) == len(set(lost))  # each lost offset told once
+    assert len(why) < len(lost) / 4
+    lines = story_lines(report)
+    (pc,) = [ln["text"] for ln in lines.values() if ln["kind"] == "power-cycle"]
+    assert re.search(r"… \d+ more", pc) and len(pc) < 1000, pc

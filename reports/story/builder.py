@@ -177,7 +177,7 @@ class _Builder:
             ln = self.ack_line(op, part)
             if ln is not None:
                 who = "the leader" if ln.node in (None, "None") else ln.node
-                steps.append(Step(ln, f"{who} acknowledges it"))
+                steps.append(Step(ln, f"{who} acknowledges it", own_ack=True))
         els = [e for e in f.elections.get(part, []) if e.time > t_ack]
         status = [(e, f.at_election(e, offset)) for e in els]
 
@@ -420,7 +420,7 @@ def _group(causes: list[Cause]) -> list[Cause]:
             out.append(c)
             continue
         # Each write has its own acknowledgement: the chain is the rest.
-        key = (c.part, tuple(s.line.key for s in c.steps if s.line.kind != "ack"))
+        key = (c.part, tuple(s.line.key for s in c.steps if not s.own_ack))
         if key in index:
             into = index[key]
             into.offsets += c.offsets
@@ -435,11 +435,11 @@ def _group(causes: list[Cause]) -> list[Cause]:
             c.offsets.sort()
             c.title = (f"{len(c.offsets)} writes lost the same way: acknowledged at {c.part} "
                        f"{offsets_phrase(c.offsets)}")
-            acks = [s for s in c.steps if s.line.kind == "ack"]
+            acks = [s for s in c.steps if s.own_ack]
             if acks:  # one step for all their acknowledgements
                 first = acks[0]
                 first.label = f"{len(c.offsets)} writes acknowledged"
-                c.steps = [s for s in c.steps if s.line.kind != "ack" or s is first]
+                c.steps = [s for s in c.steps if not s.own_ack or s is first]
     return out
 
 

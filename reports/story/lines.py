@@ -58,6 +58,7 @@ class Line:
 class Step:
     line: Line
     label: str
+    own_ack: bool = False  # the lost write's own acknowledgement (not part of its chain)
 
 
 @dataclass

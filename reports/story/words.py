@@ -49,6 +49,11 @@ def rec_text(rec: tuple[Any, Any] | None, facts: RunFacts) -> str:
 
 
 
+def _more(n: int) -> str:
+    """ "; … 194 more" after the first MAX_VALUES of n offsets (a chaos run's loss)."""
+    return f"; … {n - MAX_VALUES} more" if n > MAX_VALUES else ""
+
+
 def _values(d: dict[int, Any], f: RunFacts) -> str:
     offs = sorted(d)
     vals = [d[o] for o in offs]
@@ -188,9 +193,14 @@ def line_text(ln: Line, f: RunFacts) -> str:
         fl = f.last_flush(ln.node or "", ln.part or "", time_ns(it.time) if it else 0)
         since = (f"its last fsync, at {fmt_time(fl.time)}, covered LEO {fl.get('leo')}"
                  if fl is not None else "it had fsynced no record")
+        said = {ln.had.get(o) for o in ln.gone}
+        one = len(ln.gone) > 1 and len(said) == 1  # the same evidence for every offset
         gone = "; ".join(f"offset {o}" + (f" = {value_name(v, f)}" if v is not None else "")
-                         + (f" — {ln.had[o]}" if o in ln.had else "")
-                         for o, v in sorted(ln.gone.items()))
+                         + (f" — {ln.had[o]}" if o in ln.had and not one else "")
+                         for o, v in sorted(ln.gone.items())[:MAX_VALUES])
+        gone += _more(len(ln.gone))
+        if one and said != {None}:
+            gone += f" — {next(iter(said))}"
         back = (f"restarts at {fmt_time(ln.restart[0].time)} with LEO {ln.restart[1]}"
                 if ln.restart else "restarts")
         return (f"Power-cycle of {ln.node}: killed, and every byte not fsynced is dropped. "
@@ -217,7 +227,7 @@ def line_text(ln: Line, f: RunFacts) -> str:
         by_off = {r[0]: r[1] for r in recs if isinstance(r, list) and len(r) == 2}
         end = max(by_off, default=-1) + 1
         parts = []
-        for o, v in sorted(ln.finals.items()):
+        for o, v in sorted(ln.finals.items())[:MAX_VALUES]:
             if o in by_off:
                 parts.append(f"offset {o} holds {value_name(by_off[o], f)}, not "
                              f"{value_name(v, f)}")
@@ -226,6 +236,8 @@ def line_text(ln: Line, f: RunFacts) -> str:
                              f"at offset {end}")
         parts += [f"{value_name(v, f)} is at {offsets_phrase(offs)}"
                   for v, offs in sorted(ln.twice.items(), key=lambda x: x[1])]
+        if len(ln.finals) > MAX_VALUES:
+            parts[MAX_VALUES - 1] += _more(len(ln.finals))
         return (f"Final read of {ln.part}: {plural(len(by_off), 'record')}"
                 + (f" ({offsets_phrase(range(end))})" if end else "")
                 + "; " + "; ".join(parts) + ".")
