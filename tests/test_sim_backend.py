@@ -4,6 +4,7 @@ this process. A seed fixes the run byte for byte; faults keep their meaning.
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import find_scenario, load_scenario
 from nemesis.schedule import parse_faults
+from reports.trace import LEGEND
 
 FILES = ["history.jsonl", "events.jsonl", "replicas/A/log.jsonl", "replicas/B/log.jsonl",
          "replicas/B/state.json"]
@@ -89,6 +91,22 @@ def test_reproduce_on_sim_exits_as_on_local(tmp_path, protocol, code):
                        if line.startswith("report: ")).removeprefix("report: "))
     html = report.read_text()
     assert "Fetch rounds and protocol events" in html and "fetches from offset 1" in html
+    # ... the same rows as `isrlab trace`, with the legend.
+    trace = html[html.index('<section id="trace">'):]
+    trace = html_lib.unescape(trace[:trace.index("</section>")])
+    for legend in LEGEND:
+        assert legend in trace
+    if code == 1:
+        assert "B truncates to offset 1 by rule hw (to its own HW, asking no one), removing " \
+               "offset 1" in trace
+    else:
+        # A valid run's story says what kept m1: B did not truncate to its HW.
+        story = html_lib.unescape(
+            html[html.index('<section id="story">'):html.index("<h2>Replica logs</h2>")])
+        assert 'data-kind="kept" data-node="B"' in story
+        assert "It does not truncate to its HW, as 0.10's rule hw would" in story
+        assert "from Kafka 0.11.0 a follower truncates only to the end offset the leader " \
+               "answers to OffsetsForLeaderEpoch (KIP-101)" in story
 
 
 def test_bad_seed_is_a_usage_error(tmp_path):

@@ -39,9 +39,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                    "with each replica's LEO/HW after it; a legend under "
                                    "the table explains the notation. Exit 0 once printed, "
                                    "3 if the run could not complete, 2 for bad input. "
-                                   "See docs/catalogue.md#hw-lags-one-fetch.")
-    t.add_argument("scenario", metavar="NAME|PATH")
-    t.add_argument("--protocol", required=True, choices=PROTOCOLS)
+                                   "Example: isrlab trace kip101-hw-truncation-loss "
+                                   "--protocol 0.10. See docs/sim.md#trace.")
+    t.add_argument("scenario", metavar="NAME|PATH",
+                   help="a catalogue scenario's name (isrlab scenarios) or a scenario file")
+    t.add_argument("--protocol", required=True, choices=PROTOCOLS,
+                   help="the Kafka replication protocol version the brokers follow")
     flags.add_seed_flag(t, "default 0", default=0)
     t.add_argument("--variant", help="this variant of the scenario (default: its first)")
     t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
