@@ -11,6 +11,7 @@ by several anomalies are told once.
 - lines     Line, Step, Cause, Story: the story as data
 - builder   build: the facts -> the causes of each anomaly, as story lines
 - words     each line's sentence; the names of truncation rules, faults, values
+- kept      kept_causes: a run without anomalies -- which rule kept the records at risk
 - headline  the headline: what happened to the data, and was it expected
 """
 
