@@ -10,6 +10,7 @@ from `rows` alone, and explain its notation with `LEGEND`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from reports.units import fmt_time
@@ -137,20 +138,24 @@ def _round_words(r: dict[str, Any]) -> str:
 def _answer_words(ans: str) -> str:
     """harness.sim.trace's short answer, in words ("epoch -1 ends at 2" is 0.11's
     epoch-less answer)."""
-    words = ans.split()
-    if len(words) == 5 and words[0] == "epoch" and words[2:4] == ["ends", "at"]:
-        if words[1] == str(_NO_EPOCH):
-            return f"end offset {words[4]} (0.11–1.1 answers name no epoch, KIP-101)"
-        return f"epoch {words[1]} ends at offset {words[4]}"
-    if ans.endswith(" record(s), hw " + (words[-1] if words else "")) and len(words) == 4:
-        n = words[0]
-        return f"{n} record{'' if n == '1' else 's'}, leader's HW {words[-1]}"
+    if m := _EPOCH_ANSWER.fullmatch(ans):
+        epoch, end = m.groups()
+        if int(epoch) == _NO_EPOCH:
+            return f"end offset {end} (0.11–1.1 answers name no epoch, KIP-101)"
+        return f"epoch {epoch} ends at offset {end}"
+    if m := _RECORDS_ANSWER.fullmatch(ans):
+        n, hw = m.groups()
+        return f"{n} record{'' if n == '1' else 's'}, leader's HW {hw}"
+    if m := _DIVERGING_ANSWER.fullmatch(ans):
+        return f"the leader names diverging epoch {m.group(1)}, ending at offset {m.group(2)}"
     if ans == "no answer":
         return "no answer (timed out or cut off)"
-    if ans.startswith("diverging: "):
-        return "the leader names a diverging " + ans.removeprefix("diverging: ").replace(
-            "ends at", "ending at offset")
     return f"error {ans}" if ans.isupper() else ans
+
+
+_EPOCH_ANSWER = re.compile(r"epoch (-?\d+) ends at (-?\d+)")
+_RECORDS_ANSWER = re.compile(r"(\d+) record\(s\), hw (-?\d+)")
+_DIVERGING_ANSWER = re.compile(r"diverging: epoch (-?\d+) ends at (-?\d+)")
 
 
 def _op_words(o: dict[str, Any], labels: dict[Any, str]) -> tuple[str, str]:
