@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import skip_unless_required
 from conftest_spark import clean, kip101_loss
+from test_report_chromium import CHROMIUM, png_pixel, screenshot
 
 from checker import runconfig
 from checker.api import RunResult, check_runs, write_junit
@@ -134,6 +136,22 @@ def test_swarm_index_groups_seeds_by_kind_and_configuration(
     assert "seed 7" in group[1] and "acks=1, unclean election on" in group[1]
     assert "Seeds by anomaly kind" in page
     assert "protocol finding ×1" in page and "allowed by the configuration ×1" in page
+
+
+@pytest.mark.spark
+def test_index_banner_colour_in_chromium(chaos_batch: dict[str, RunResult],
+                                         checked_batch: dict[str, RunResult],
+                                         tmp_path: Path) -> None:
+    """Seen in a browser: a batch that lost data has a red banner, a clean one green."""
+    if CHROMIUM is None:
+        skip_unless_required("ISRLAB_REQUIRE_CHROMIUM", "needs Debian's chromium package")
+    lossy = render_index([r.summary for r in chaos_batch.values()], tmp_path / "a" / "i.html")
+    clean_page = render_index([checked_batch[n].summary for n in ("clean", "clean-allowed")],
+                              tmp_path / "b" / "i.html")
+    for page, colour in ((lossy, (0xb3, 0x26, 0x1e)), (clean_page, (0x1f, 0x7a, 0x3d))):
+        shot = page.with_suffix(".png")
+        assert screenshot(page, shot) == []
+        assert png_pixel(shot, 8, 8) == colour
 
 
 # -- JUnit -----------------------------------------------------------------------
