@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import jinja2
 
 from contract import CHECK, REPORT_HTML, TRACE
 from contract.rundir import read_jsonl
-from reports import charts, grid, story, trace
+from reports import batch, charts, grid, story, trace
 from reports.rundata import RunData, load
 from reports.units import figure_row, fmt_time
 
@@ -302,20 +301,20 @@ INDEX = "index.html"
 
 
 def render_index(summaries: list[dict[str, Any]], out: Path) -> Path:
-    """Write a batch's index page: one row per run, linking each run's report.
+    """Write a batch's index page: a headline about the data, one row per run
+    (scenario or chaos configuration, anomaly kinds with counts) linking each
+    run's report, and for chaos runs their kinds grouped by seed and by whether
+    the configuration allows them (reports.batch).
 
     ``summaries`` are the runs' check/summary.json contents (RunResult.summary).
     Links are relative to ``out`` so the tree can be moved or served as is.
     """
     out = Path(out).resolve()
-    rows, counts = [], {}
-    for s in sorted(summaries, key=lambda s: (s["verdict"] == "valid", str(s.get("run_dir")))):
-        report = Path(s["run_dir"]) / CHECK / REPORT_HTML
-        rows.append({**s, "report": os.path.relpath(report, out.parent) if report.is_file()
-                     else None})
-        counts[s["verdict"]] = counts.get(s["verdict"], 0) + 1
+    rows = sorted((batch.row(s, out) for s in summaries), key=batch.sort_key)
+    words, css = batch.headline(rows)
     html = _env().get_template("index.html").render(
-        runs=rows, counts=counts, bad=sum(n for v, n in counts.items() if v != "valid"),
+        runs=rows, headline=words, banner=css, docs=batch.doc_tally(rows),
+        groups=batch.groups(rows), swarm=any("swarm" in r["meta"] for r in rows),
         checked_at=max((str(s.get("checked_at", "")) for s in summaries), default=None),
     )
     _write_atomic(out, html)

@@ -4,10 +4,11 @@ Read from the Parquet results table (DIR/results/runs, one row per checked run,
 checker.results) with pandas, joined on run_id with each night's night.json
 (its cell: row, version, fault mix, config set, backend; the run's detection
 time and throughput; what the row allows), which the table does not hold.
-Three tables: the nights; per version and fault mix and night, runs and
-anomalies per kind with the median detection time and throughput; every run,
-linked to its report. Links are relative to the page, so DIR can be moved or
-served as it is.
+A chart of runs, anomalies per kind and detection time per night
+(reports.trendchart, inline SVG), then three tables: the nights; per version
+and fault mix and night, runs and anomalies per kind with the median detection
+time and throughput; every run, linked to its report. Links are relative to
+the page, so DIR can be moved or served as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from contract import ANOMALY_KINDS
+from reports import trendchart
 
 TREND = "trend.html"
 
@@ -62,6 +64,22 @@ def _kinds(row: Any) -> list[str]:
     return [k for k in ANOMALY_KINDS if (row.get(k.replace("-", "_")) or 0) > 0]
 
 
+def _nights(records: list[dict[str, Any]], nights: list[str]) -> list[trendchart.Night]:
+    """Each night's figures for the chart: its runs, those with anomalies and with
+    one not allowed, anomalies per kind, and each run's detection time."""
+    out = []
+    for n in nights:
+        rs = [r for r in records if r["night"] == n]
+        out.append(trendchart.Night(
+            night=n, runs=len(rs), with_anomalies=sum(1 for r in rs if _kinds(r)),
+            not_allowed=sum(1 for r in rs if len(r["not_allowed"])),
+            kinds={k: int(sum(r.get(k.replace("-", "_")) or 0 for r in rs))
+                   for k in ANOMALY_KINDS},
+            detection_s=[float(r["detection_s"]) for r in rs
+                         if r["detection_s"] is not None and r["detection_s"] == r["detection_s"]]))
+    return out
+
+
 def _median(xs: list[float]) -> str:
     xs = [x for x in xs if x is not None and x == x]
     return f"{statistics.median(xs):.1f}" if xs else "–"
@@ -88,6 +106,7 @@ def render_trend(results_dir: Path, out: Path | None = None) -> Path:
     nights = sorted({r["night"] for r in records})
     parts.append(f"<p>{len(nights)} night(s), {len(records)} run(s), from the results table "
                  f"<code>{html.escape(str(results_dir / 'results'))}</code>.</p>")
+    parts.append("<h2>Per night</h2>" + trendchart.night_chart(_nights(records, nights)))
     # 1. The nights.
     parts.append("<h2>Nights</h2><table><tr><th>night</th><th>runs</th>"
                  "<th>runs with anomalies</th><th>not allowed</th><th>kinds</th>"

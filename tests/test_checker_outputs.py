@@ -21,7 +21,7 @@ def test_junit_one_case_per_run(checked_batch: dict[str, RunResult], tmp_path: P
     cases = suite.findall("testcase")
     assert len(cases) == len(results) and suite.get("tests") == str(len(results))
     by_name = {c.get("name"): c for c in cases}
-    assert "kip101-hw-truncation-loss [0.10]" in by_name
+    assert "kip101-hw-truncation-loss [0.10] seed 1" in by_name
     failed = [c for c in cases if c.find("failure") is not None]
     assert suite.get("failures") == str(len(failed))
     assert len(failed) == sum(r.verdict != "valid" for r in results)

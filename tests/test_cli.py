@@ -309,7 +309,7 @@ def test_check_batch_writes_index_junit_and_results(tmp_path: Path) -> None:
     for x in runs:
         report = Path(x["report"])
         assert report.is_file() and os.path.relpath(report, tree) in index
-    assert "1 of 2 not valid" in index
+    assert "1 of 2 runs lost data" in index
     assert (tmp_path / "junit.xml").read_text().count("<testcase") == 2
     assert (tmp_path / "results" / "runs").is_dir()
 

@@ -6,6 +6,7 @@ results table."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -104,3 +105,8 @@ def test_two_nights_end_to_end_with_a_trend(tmp_path: Path) -> None:
     assert all(out["night"] in trend for out in outs)
     assert trend.count('href="nights/') >= 2 and "report" in trend
     assert "2 night(s), 2 run(s)" in trend
+    # The chart: inline SVG over both nights, a bar per night with its figures.
+    (svg,) = re.findall(r'<svg class="trend".*?</svg>', trend, flags=re.S)
+    for out in outs:
+        assert f"<title>{out['night']}: 1 run(s), 0 with anomalies, 0 not allowed</title>" in svg
+    assert "no loss" in svg and "http" not in svg.replace('xmlns="http://www.w3.org/2000/svg"', "")

@@ -188,7 +188,8 @@ def test_index_marks_the_interrupted_run(odd_runs: dict[str, RunResult], tmp_pat
     out = render_index([r.summary for r in odd_runs.values()], tmp_path / "index.html")
     rows = {
         m.group(2): m.group(1)
-        for m in re.finditer(r"<tr>\s*<td>(.*?)</td>.*?<a href=\"[^\"]+\">([\w-]+)</a>",
+        for m in re.finditer(r"<tr class=\"[\w-]+\">\s*<td>(.*?)</td>.*?<a href=\"[^\"]+\">"
+                             r"([\w-]+)</a>",
                              out.read_text(), flags=re.S)
     }
     assert set(rows) == {"down-replica", "interrupted"}  # both link their report

@@ -5,7 +5,8 @@ It prints rows of scenarios/variants against columns of versions, each cell `✓
 when every run gave exactly the documented anomalies and passed its figure
 assertions (harness.run.assertions), else what differed (`+kind` found but not
 expected, `-kind` expected but not found, `assert FIGURE`, `incomplete`,
-`error`), writes index.html with the same matrix linking each run's report, and
+`error`), writes index.html with the same matrix, each cell listing its runs (the anomaly
+kinds each showed, with counts, and a link to its report), and
 exits 0 only when every cell matches (1 otherwise, 2 on bad input, 3 when
 interrupted). A cell whose version the scenario's path does not exist in (its
 `reachable`) is not run: it shows "not reachable", with the reason below the
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from broker.protocol import VERSIONS
 from contract import CHECK, PROTOCOLS, REPORT_HTML
+from contract.rundir import readable_meta
 from harness.cli import cellrun, checks, flags
 from harness.cli.cellrun import OK_MARK, RUNS_INDEX
 from harness.scenario.loader import (
@@ -144,6 +146,25 @@ def matrix_lines(cells: list[cellrun.Cell], rows: list[Scenario],
     return [line.rstrip() for line in out]
 
 
+def _run_link(i: int, o: dict, out: Path) -> str:
+    """One run of a cell: a link to its report, the anomaly kinds it showed with
+    their counts (or "no anomaly"), and what differed from the catalogue."""
+    report = Path(o["run_dir"]) / CHECK / REPORT_HTML
+    target = report if report.is_file() else Path(o["run_dir"])
+    counts: dict[str, int] = {}
+    for a in o.get("anomalies") or []:
+        counts[a["kind"]] = counts.get(a["kind"], 0) + 1
+    kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items())) or "no anomaly"
+    if o["verdict"] in ("error", "incomplete"):
+        kinds = f"{o['verdict']}; {kinds}"
+    diff = "".join(f"<br><small>{html.escape(m)}</small>" for m in o["messages"])
+    seed = readable_meta(Path(o["run_dir"])).get("seed")
+    label = f"run {i}" + (f" · seed {seed}" if seed is not None else "")
+    return (f'<li><a href="{html.escape(os.path.relpath(target, out.parent))}">{label}</a>: '
+            f'<span class="{"ok" if o["verdict"] == "valid" else "bad"}">'
+            f'{html.escape(kinds)}</span>{diff}</li>')
+
+
 def write_index(cells: list[cellrun.Cell], rows: list[Scenario], protocols: list[str],
                 out: Path) -> Path:
     """The matrix as a page: each cell links every run's report (relative links)."""
@@ -155,21 +176,14 @@ def write_index(cells: list[cellrun.Cell], rows: list[Scenario], protocols: list
         tds = []
         for p in protocols:
             c = at[r.run_name, p]
-            links = []
-            for i, o in enumerate(c.outcomes, 1):
-                report = Path(o["run_dir"]) / CHECK / REPORT_HTML
-                target = report if report.is_file() else Path(o["run_dir"])
-                title = html.escape(f"{o['verdict']}: {', '.join(o['found']) or 'no anomaly'}"
-                                    + "".join(f"; {m}" for m in o["messages"]), quote=True)
-                links.append(f'<a href="{html.escape(os.path.relpath(target, out.parent))}" '
-                             f'title="{title}">{i}</a>')
+            links = [_run_link(i, o, out) for i, o in enumerate(c.outcomes, 1)]
             if c.not_reachable is not None:  # no run, no verdict: the reason on hover
                 tds.append(f'<td class="na" title="{html.escape(c.not_reachable, quote=True)}">'
                            f'{html.escape(c.text())}</td>')
                 continue
             cls = "ok" if c.matches else "bad"
-            tds.append(f'<td class="{cls}">{html.escape(c.text())}<br><small>'
-                       f'{" ".join(links)}</small></td>')
+            tds.append(f'<td class="{cls}"><b>{html.escape(c.text())}</b>'
+                       f'<ul class="runs">{"".join(links)}</ul></td>')
         expect = html.escape(cellrun.expect_line(r))
         body.append(f"<tr><th>{html.escape(r.run_name)}<br><small>{expect}</small></th>"
                     f"{''.join(tds)}</tr>")
@@ -191,12 +205,15 @@ td, th {{ border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical
 td.ok {{ background: #e6f4ea; }} td.bad {{ background: #fce8e6; }}
 td.na {{ background: #f1f3f4; color: #666; font-style: italic; }}
 small {{ color: #555; }}
+ul.runs {{ list-style: none; margin: .3em 0 0; padding: 0; font-size: 90%; }}
+span.bad {{ color: #b3261e; font-weight: 600; }}
 </style></head><body>
 <h1>Scenario matrix</h1>
 <p>Matches the catalogue in {t['matches']}/{t['run']} cell(s) run. A cell is {OK_MARK} when
 every run showed exactly the documented anomalies and passed its assertions; otherwise
 what differed: +kind found but not expected, -kind expected but not found, assert
-FIGURE failed. The numbers link each run's report{all_runs}.</p>
+FIGURE failed. Below it, each run: a link to its report and the anomaly kinds it
+showed, with their counts{all_runs}.</p>
 {unreached}
 <table><tr><th></th>{head}</tr>
 {chr(10).join(body)}
