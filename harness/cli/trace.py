@@ -14,7 +14,6 @@ import json
 import sys
 from typing import Any
 
-from contract import PROTOCOLS
 from harness.cli import flags
 from harness.errors import UsageError
 from harness.progress import Progress
@@ -24,11 +23,18 @@ from harness.sim.trace import read_trace, table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    t = sub.add_parser("trace", help="a scenario on the simulator, fetch round by fetch "
-                                     "round: each replica's LEO and HW, the leader's view")
-    t.add_argument("scenario", metavar="NAME|PATH")
-    t.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    flags.add_seed_flag(t, "default 0", default=0)
+    t = flags.command_parser(
+        sub, "trace", "a scenario on the simulator, fetch round by fetch "
+                      "round: each replica's LEO and HW, the leader's view",
+        description="Run a scenario on the simulator and print one partition fetch round "
+                    "by fetch round: each replica's LEO and HW, the leader's view.",
+        example="isrlab trace kip101-hw-truncation-loss --protocol 0.10",
+        exit_codes="0  traced\n2  bad input\n3  the run could not complete",
+        docs="sim.md")
+    t.add_argument("scenario", metavar="NAME|PATH",
+                   help="a shipped scenario (isrlab scenarios lists them) or a YAML file")
+    flags.add_protocol_flag(t)
+    flags.add_seed_flag(t, "the run's seed")
     t.add_argument("--variant", help="this variant of the scenario (default: its first)")
     t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
     t.add_argument("--partition", type=flags.typed(_partition_number), metavar="N",
