@@ -251,13 +251,15 @@ def test_reproduce_json_summary(tmp_path: Path) -> None:
     r = isrlab("reproduce", str(TESTS / "data" / "single-broker.yaml"), "--protocol", "latest",
                "--port", str(free_port()), "--runs-dir", str(tmp_path), "--json", "--seed", "3")
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["exit_code"] == r.returncode
+    assert summary["exit_code"] == r.returncode and summary["seed"] == 3
     assert summary["protocol"] == "latest" and summary["scenario"] == "single-broker"
-    run_dir = Path(summary["run_dir"])
+    (run,) = summary["runs"]
+    run_dir = Path(run["run_dir"])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
     # A clean run of a scenario that expects nothing: valid, exit 0.
-    assert r.returncode == 0 and summary["verdict"] == "valid" and summary["anomalies"] == []
-    assert Path(summary["report"]).is_file()
+    assert r.returncode == 0 and run["verdict"] == "valid" and run["anomalies"] == []
+    assert (run["data"], run["documentation"]) == ("no anomaly", "as documented")
+    assert Path(run["report"]).is_file()
     assert processes_mentioning(str(tmp_path)) == []
 
 
@@ -713,7 +715,8 @@ def test_matrix_shows_cells_not_reachable_and_counts_them(tmp_path: Path) -> Non
     r = isrlab(*args, "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 0 == out["exit_code"]
-    assert out["tally"] == {"cells": 2, "run": 0, "matches": 0, "not_reachable": 2}
+    assert out["matrix"] == {"cells": 2, "run": 0, "matches": 0, "not_reachable": 2}
+    assert out["runs"] == [] and out["tally"]["runs"] == 0
     assert [(c["protocol"], c["cell"], c["reachable"], c["runs"]) for c in out["cells"]] == [
         ("0.10", "not reachable", False, []), ("2.1", "not reachable", False, [])]
     assert all(WHY in c["why"] for c in out["cells"])
@@ -781,5 +784,5 @@ def test_reproduce_all_variants_says_which_are_not_reachable(tmp_path: Path) -> 
     lines = r.stdout.splitlines()
     assert ("two-ages-old is not reachable under 2.7 (reachable before 2.1): the old path is "
             "gone from 2.1") in lines
-    assert any(x.startswith("two-ages-new: verdict valid") for x in lines), r.stdout
-    assert not any(x.startswith("two-ages-old: verdict") for x in lines)
+    assert any(x.startswith("two-ages-new: no anomaly — as documented") for x in lines), r.stdout
+    assert not any(x.startswith("two-ages-old: ") for x in lines)

@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         checks.write_junit_or_exit(results, args.junit)
     code = batch_exit_code(r.verdict for r in results)
     if args.json:
-        checks.print_result_json("check", code, [checks.run_json(r, r.run_dir)
+        # Each run: the schema's keys over its whole summary.json (figures, checker).
+        checks.print_result_json("check", code, [{**r.summary, **checks.run_json(r, r.run_dir)}
                                                  for r in results])
     else:
         for r in results:

@@ -151,6 +151,9 @@ def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
             incomplete: bool = False) -> int:
     if error is not None:
         summary["error"] = error
+        for r in runs:
+            if r["verdict"] is None:  # not checked: why, on the run too
+                r["error"] = error
         print(f"isrlab: {error}", file=sys.stderr)
         if not args.json:
             print(f"run: {runs[0]['run_dir']}{' (incomplete)' if incomplete else ''}")
