@@ -17,6 +17,7 @@ from pathlib import Path
 
 from checker import client
 from checker.errors import CheckerError
+from checker.heartbeat import heartbeat
 from checker.verdict import batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
 from contract.rundir import (
@@ -100,8 +101,9 @@ def run(args: argparse.Namespace) -> int:
     checked = [r for r in results if r.error is None]
     if not args.no_report:
         progress.line(f"rendering {len(checked)} report(s)")
-        for r in checked:
-            checks.render_report(r.run_dir)
+        with heartbeat(progress.line, f"still rendering {len(checked)} report(s)"):
+            for r in checked:
+                checks.render_report(r.run_dir)
         index = args.index
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from checker import client
 from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
+from checker.heartbeat import heartbeat
 from checker.output import write_check
 from checker.spark import check_master, task_slices
 from checker.verdict import (
@@ -300,7 +301,8 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
     shown = [r for r in out if r.error is None
              and (not reports_for_findings or r.anomalies or r.verdict != VALID)]
     progress.line(f"rendering {len(shown)} report(s)")
-    render_reports([r.run_dir for r in shown], render_on)
+    with heartbeat(progress.line, f"still rendering {len(shown)} report(s)"):
+        render_reports([r.run_dir for r in shown], render_on)
     write_index(out, index, progress)
     if junit is not None:
         write_junit_or_exit(out, junit)
