@@ -203,12 +203,17 @@ def tally(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def tally_line(t: dict[str, Any]) -> str:
     """`30 runs: 2 data lost, 1 replicas diverged, 27 no anomaly; 29 as documented,
-    1 unexpected`, data outcomes most severe first."""
+    1 unexpected`: data outcomes most severe first, then the documentation words
+    in a fixed order."""
     order = [*DATA_WORDS.values(), NO_ANOMALY, NOT_CHECKED]
     data = sorted(t["data"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order
                   else len(order))
     line = f"{t['runs']} run{'' if t['runs'] == 1 else 's'}: " + ", ".join(
         f"{n} {w}" for w, n in data)
     if t["documentation"]:
-        line += "; " + ", ".join(f"{n} {w}" for w, n in t["documentation"].items())
+        docs = [AS_DOCUMENTED, UNEXPECTED, NOT_REPRODUCED_WORD, ALLOWED, UNFINISHED_WORD,
+                UNREADABLE]
+        line += "; " + ", ".join(f"{n} {w}" for w, n in sorted(
+            t["documentation"].items(),
+            key=lambda kv: docs.index(kv[0]) if kv[0] in docs else len(docs)))
     return line

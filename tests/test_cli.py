@@ -546,8 +546,11 @@ def test_check_batch_with_a_malformed_run(tmp_path: Path) -> None:
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"isrlab: run {bad}: history.jsonl line 3: not JSON"), line
     out = r.stdout.splitlines()
-    for verdict, run in (("valid", good), ("invalid", loss), ("error", bad)):
-        assert f"{verdict:15} {run}" in out, r.stdout
+    for said, run in (("no anomaly", good), ("data lost (lost-write) — unexpected", loss),
+                      ("not checked — run unreadable", bad)):
+        assert f"{said}  {run}" in out, r.stdout
+    assert out[-1] == ("3 runs: 1 data lost, 1 no anomaly, 1 not checked; 1 unexpected, "
+                       "1 run unreadable")
     for run in (good, loss):
         assert (run / "check" / "report.html").is_file()
     assert not (bad / "check" / "report.html").exists()
@@ -593,8 +596,9 @@ def test_check_batch_with_a_run_json_not_utf8(tmp_path: Path) -> None:
         f"isrlab: run {odd}: run.json line {odd_line}: assertions[1]: expected a figure's name "
         "and a number for one or more of eq, ne, lt, le, gt, ge"], r.stderr
     out = r.stdout.splitlines()
-    for verdict, run in (("valid", good), ("error", bad), ("error", odd)):
-        assert f"{verdict:15} {run}" in out, r.stdout
+    for said, run in (("no anomaly", good), ("not checked — run unreadable", bad),
+                      ("not checked — run unreadable", odd)):
+        assert f"{said}  {run}" in out, r.stdout
     assert (good / "check" / "report.html").is_file()
     judged = json.loads((good / "check" / "assertions.json").read_text())
     assert judged["verdict"] == "valid" and judged["assertions"][0]["ok"] is True
@@ -629,10 +633,11 @@ def test_check_an_interrupted_run(tmp_path: Path) -> None:
     assert r.stderr.splitlines() == [
         f"isrlab: run {run}: history.jsonl line {n} is cut off (an interrupted write); "
         "checked the lines before it"]
-    assert r.stdout.splitlines()[-3:] == [
-        f"incomplete      {run}",
+    assert r.stdout.splitlines()[-4:] == [
+        f"no anomaly — run incomplete  {run}",
         "  the run did not finish (status incomplete): only what it recorded was checked",
-        "  not judged: lost-write (expected; not in what the run recorded)"]
+        "  not judged: lost-write (expected; not in what the run recorded)",
+        "1 run: 1 no anomaly; 1 run incomplete"]
     s = json.loads((run / "check" / "summary.json").read_text())
     assert (s["verdict"], s["exit_code"], s["status"]) == ("incomplete", 3, "incomplete")
     assert (s["missing"], s["unjudged"]) == ([], ["lost-write"])

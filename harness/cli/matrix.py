@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
             for m in o["messages"]:
                 print(f"  {c.row} {c.protocol}: {m}")
     print(tally_line(cells))
+    checked = [o["result"] for c in cells for o in c.outcomes if o["result"] is not None]
+    if checked:
+        checks.print_tally(checked)
     print(f"index: {index}")
     return code
 
