@@ -71,7 +71,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="isrlab", description="Fault-injection harness for Kafka's "
-                                           "replication protocol.")
+                                           "replication protocol.",
+                epilog="`isrlab COMMAND --help` says what a command does, with an example "
+                       "and its exit statuses.\ndocs: docs/README.md, docs/exit-codes.md",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(sub).set_defaults(handler=command.run)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -158,8 +159,10 @@ def command_parser(sub: argparse._SubParsersAction, name: str, help: str, *,
     epilog = (f"example:\n  {example}\n\nexit status:\n"
               + "\n".join(f"  {line}" for line in exit_codes.strip().splitlines())
               + f"\n\ndocs: docs/{docs}, docs/exit-codes.md")
-    return sub.add_parser(name, help=help, description=description, epilog=epilog,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Raw: the example and the exit-status lines keep their lines; so the
+    # description is wrapped here.
+    return sub.add_parser(name, help=help, description=textwrap.fill(description, 79),
+                          epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_output_flags(p: argparse.ArgumentParser, verbose: bool = False) -> None:
