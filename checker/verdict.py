@@ -156,6 +156,10 @@ def outcome(found: Iterable[str], expected: Iterable[str], verdict: str,
     data = data_word(found_l, verdict)
     if verdict == ERROR:
         return Outcome(data, UNREADABLE)
+    if verdict == INCOMPLETE and not found_l:
+        return Outcome(data, UNFINISHED_WORD)
+    if scenario is None and not set(expected):
+        return Outcome(data, UNFINISHED_WORD if verdict == INCOMPLETE else None)
     if verdict == INVALID:
         doc: str | None = UNEXPECTED
     elif verdict == NOT_REPRODUCED:

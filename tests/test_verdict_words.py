@@ -47,11 +47,15 @@ def test_every_kind_has_data_words() -> None:
      VALID),
     ({}, ["lost-write"], "kip101", "incomplete", "no anomaly — run incomplete", INCOMPLETE),
     # A chaos run documents nothing: the data outcome alone ...
-    ({"lost-write": 1}, [], None, None, "data lost (lost-write) — unexpected", INVALID),
+    ({"lost-write": 1}, [], None, None, "data lost (lost-write)", INVALID),
     ({}, [], None, None, "no anomaly", VALID),
-    # ... unless its configuration allows what it found (acks 1).
+    # ... unless its configuration allows kinds (acks 1): what it found is allowed
+    # or not.
     ({"lost-write": 1}, ["lost-write"], None, None,
      "data lost (lost-write) — allowed by the configuration", VALID),
+    ({"divergence": 1}, ["lost-write"], None, None, "replicas diverged (divergence) — unexpected",
+     INVALID),
+    ({}, ["lost-write"], None, None, "no anomaly", VALID),
 ])
 def test_outcome_line(found, expected, scenario, status, line, verdict) -> None:
     s = _summary(found, expected, scenario, status)
@@ -68,10 +72,11 @@ def test_error_is_not_checked() -> None:
 def test_tally_counts_each_run_once_under_its_most_severe_kind() -> None:
     runs = ([_summary({"lost-write": 1}, ["lost-write"], "s")] * 2
             + [_summary({"divergence": 1, "lost-write": 1}, [], "s")]
-            + [_summary({}, [], "s")] * 27)
+            + [_summary({}, [], "s")] * 26 + [_summary({}, [], None)])
     t = tally(runs)
+    # A chaos run (the last) has no documentation word: counted in the data only.
     assert t == {"runs": 30, "data": {"data lost": 3, "no anomaly": 27},
-                 "documentation": {"as documented": 29, "unexpected": 1}}
-    assert tally_line(t) == "30 runs: 3 data lost, 27 no anomaly; 29 as documented, 1 unexpected"
+                 "documentation": {"as documented": 28, "unexpected": 1}}
+    assert tally_line(t) == "30 runs: 3 data lost, 27 no anomaly; 28 as documented, 1 unexpected"
     one = tally([_summary({}, [], None)])
     assert tally_line(one) == "1 run: 1 no anomaly"
