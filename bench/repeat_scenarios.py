@@ -131,8 +131,8 @@ def main() -> int:
                 capture_output=True, text=True, cwd=ROOT)
             elapsed = time.monotonic() - t0
             try:
-                verdict = json.loads(r.stdout.strip().splitlines()[-1]).get("verdict")
-            except (IndexError, json.JSONDecodeError):
+                verdict = json.loads(r.stdout.strip().splitlines()[-1])["runs"][0]["verdict"]
+            except (IndexError, KeyError, json.JSONDecodeError):
                 verdict = f"exit {r.returncode}"
             print(f"  {s.name:32} {p:8} {elapsed:6.1f}s  verdict {verdict}")
     return 0 if all_ok else 1

@@ -61,9 +61,10 @@ def main() -> int:
                 continue
             out = json.loads(r.stdout)
         found = ", ".join(f"{k} {v}" for k, v in out["found"].items()) or "nothing"
-        sim = out["runs"] / out["simulate_seconds"] * 60
-        print(f"| {name} | {out['runs']} | {found} | {sim:.0f} | {out['runs_per_minute']:.0f} "
-              f"| {out['ops'] / out['runs']:.0f} |", flush=True)
+        runs = len(out["runs"])
+        sim = runs / out["simulate_seconds"] * 60
+        print(f"| {name} | {runs} | {found} | {sim:.0f} | {out['runs_per_minute']:.0f} "
+              f"| {out['ops'] / runs:.0f} |", flush=True)
     print(speed_line())
     return 0
 

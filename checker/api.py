@@ -38,6 +38,7 @@ from checker.anomalies.base import AnomalyKind
 from checker.anomalies.observations import consumer_steps
 from checker.context import CheckContext, Known
 from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epochs
+from checker.heartbeat import Phases
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
@@ -50,7 +51,7 @@ from checker.spark import (
     shuffle_partitions,
 )
 from checker.sparse import sparse_rows, uneven_sources
-from checker.verdict import ERROR, EXIT_CODES, RunResult, decide
+from checker.verdict import ERROR, EXIT_CODES, RunResult, decide, with_words
 from contract import UNFINISHED
 from contract.rundir import RunDirError, discover, readable_meta
 
@@ -179,6 +180,7 @@ def _result(
         "checker": {"spark": spark_version, "master": master,
                     "shuffle_partitions": shuffle_partitions},
     }
+    summary = with_words(summary)  # `data` and `documentation`: the verdict in words
     write_check(rd.path, anomalies, summary)
     return RunResult(
         run_id=rd.run_id,
@@ -232,6 +234,7 @@ def _error_result(path: Path, err: RunDirError, meta: dict[str, Any]) -> RunResu
         "notes": [str(err)],
         "checked_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+    summary = with_words(summary)
     write_check(path, [], summary)
     return RunResult(
         run_id=run_id, run_dir=path, verdict=ERROR, anomalies=[], expected=expect,
@@ -275,7 +278,9 @@ def check_runs(
     spark: SparkSession | None = None
     job = _Job()
     if runs:
-        spark, job = _check(runs, master, say, prune)
+        # Each phase's line, then `still ...` every few seconds while it lasts.
+        with Phases(say) as phases:
+            spark, job = _check(runs, master, phases, prune)
         bad.update(job.bad)
     say("writing results")
     results = []

@@ -28,6 +28,7 @@ from typing import Any
 
 from checker import remote
 from checker.errors import CheckerError
+from checker.heartbeat import heartbeat
 from checker.spark import check_master
 
 START_TIMEOUT_S = 15.0  # for the server to listen (its Python start), not for Spark
@@ -194,14 +195,22 @@ def _on_server(master: str, req: dict[str, Any], say: Callable[[str], None]) -> 
     """Send ``req`` to the server (started if need be), pass its progress lines to
     ``say`` and return its answer; a checker error it reports is raised as such,
     ServerUnavailable when the server itself fails or goes away."""
-    ensure_server(master)
+    info = ensure_server(master)
+    # The server serves one client at a time, after its Spark has started: a
+    # request queued behind another's check hears nothing until its turn (it
+    # answers `accepted` then), so say what it waits for.
+    why = "busy with another check" if info.get("ready") else "starting Spark"
     try:
-        with _connect(None) as (rfile, wfile):
+        with _connect(None) as (rfile, wfile), \
+                heartbeat(say, f"waiting for the checker server ({why})") as accepted:
             remote.send(wfile, req)
             while True:
                 msg = remote.receive(rfile)
+                accepted.set()
                 if msg is None:
                     raise ServerUnavailable("the checker server closed the connection")
+                if msg.get("accepted"):
+                    continue
                 if "progress" not in msg:
                     break
                 say(msg["progress"])

@@ -179,9 +179,11 @@ class Server:
                 self.stopping = True
                 remote.send(wfile, {"stopping": True})
             elif op == "check":
+                remote.send(wfile, {"accepted": True})  # the client stops waiting
                 before_check()
                 self._check(conn, wfile, req)
             elif op == "append-results":
+                remote.send(wfile, {"accepted": True})
                 before_check()  # the warm-up's end of check would drop what Spark holds
                 self._append_results(wfile, req)
             else:

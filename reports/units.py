@@ -103,4 +103,6 @@ def figure_row(key: str, value: Any) -> tuple[str, str]:
     text = " / ".join(_num(x, unit) for x in numbers)
     if unit == "ns":
         return label, text  # fmt_time carries its own unit
+    if numbers == [1] and unit.endswith("s") and unit not in ("ms", "s"):
+        unit = unit[:-1]  # "1 event", "1 op", not "1 events"
     return label, f"{text} {unit}".rstrip()

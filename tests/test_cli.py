@@ -251,13 +251,15 @@ def test_reproduce_json_summary(tmp_path: Path) -> None:
     r = isrlab("reproduce", str(TESTS / "data" / "single-broker.yaml"), "--protocol", "latest",
                "--port", str(free_port()), "--runs-dir", str(tmp_path), "--json", "--seed", "3")
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["exit_code"] == r.returncode
+    assert summary["exit_code"] == r.returncode and summary["seed"] == 3
     assert summary["protocol"] == "latest" and summary["scenario"] == "single-broker"
-    run_dir = Path(summary["run_dir"])
+    (run,) = summary["runs"]
+    run_dir = Path(run["run_dir"])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
     # A clean run of a scenario that expects nothing: valid, exit 0.
-    assert r.returncode == 0 and summary["verdict"] == "valid" and summary["anomalies"] == []
-    assert Path(summary["report"]).is_file()
+    assert r.returncode == 0 and run["verdict"] == "valid" and run["anomalies"] == []
+    assert (run["data"], run["documentation"]) == ("no anomaly", "as documented")
+    assert Path(run["report"]).is_file()
     assert processes_mentioning(str(tmp_path)) == []
 
 
@@ -544,8 +546,11 @@ def test_check_batch_with_a_malformed_run(tmp_path: Path) -> None:
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"isrlab: run {bad}: history.jsonl line 3: not JSON"), line
     out = r.stdout.splitlines()
-    for verdict, run in (("valid", good), ("invalid", loss), ("error", bad)):
-        assert f"{verdict:15} {run}" in out, r.stdout
+    # Runs without a scenario document nothing: what happened to the data alone.
+    for said, run in (("no anomaly", good), ("data lost (lost-write)", loss),
+                      ("not checked — run unreadable", bad)):
+        assert f"{said}  {run}" in out, r.stdout
+    assert out[-1] == "3 runs: 1 data lost, 1 no anomaly, 1 not checked; 1 run unreadable"
     for run in (good, loss):
         assert (run / "check" / "report.html").is_file()
     assert not (bad / "check" / "report.html").exists()
@@ -591,8 +596,9 @@ def test_check_batch_with_a_run_json_not_utf8(tmp_path: Path) -> None:
         f"isrlab: run {odd}: run.json line {odd_line}: assertions[1]: expected a figure's name "
         "and a number for one or more of eq, ne, lt, le, gt, ge"], r.stderr
     out = r.stdout.splitlines()
-    for verdict, run in (("valid", good), ("error", bad), ("error", odd)):
-        assert f"{verdict:15} {run}" in out, r.stdout
+    for said, run in (("no anomaly", good), ("not checked — run unreadable", bad),
+                      ("not checked — run unreadable", odd)):
+        assert f"{said}  {run}" in out, r.stdout
     assert (good / "check" / "report.html").is_file()
     judged = json.loads((good / "check" / "assertions.json").read_text())
     assert judged["verdict"] == "valid" and judged["assertions"][0]["ok"] is True
@@ -627,10 +633,11 @@ def test_check_an_interrupted_run(tmp_path: Path) -> None:
     assert r.stderr.splitlines() == [
         f"isrlab: run {run}: history.jsonl line {n} is cut off (an interrupted write); "
         "checked the lines before it"]
-    assert r.stdout.splitlines()[-3:] == [
-        f"incomplete      {run}",
+    assert r.stdout.splitlines()[-4:] == [
+        f"no anomaly — run incomplete  {run}",
         "  the run did not finish (status incomplete): only what it recorded was checked",
-        "  not judged: lost-write (expected; not in what the run recorded)"]
+        "  not judged: lost-write (expected; not in what the run recorded)",
+        "1 run: 1 no anomaly; 1 run incomplete"]
     s = json.loads((run / "check" / "summary.json").read_text())
     assert (s["verdict"], s["exit_code"], s["status"]) == ("incomplete", 3, "incomplete")
     assert (s["missing"], s["unjudged"]) == ([], ["lost-write"])
@@ -713,7 +720,8 @@ def test_matrix_shows_cells_not_reachable_and_counts_them(tmp_path: Path) -> Non
     r = isrlab(*args, "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 0 == out["exit_code"]
-    assert out["tally"] == {"cells": 2, "run": 0, "matches": 0, "not_reachable": 2}
+    assert out["matrix"] == {"cells": 2, "run": 0, "matches": 0, "not_reachable": 2}
+    assert out["runs"] == [] and out["tally"]["runs"] == 0
     assert [(c["protocol"], c["cell"], c["reachable"], c["runs"]) for c in out["cells"]] == [
         ("0.10", "not reachable", False, []), ("2.1", "not reachable", False, [])]
     assert all(WHY in c["why"] for c in out["cells"])
@@ -781,5 +789,5 @@ def test_reproduce_all_variants_says_which_are_not_reachable(tmp_path: Path) -> 
     lines = r.stdout.splitlines()
     assert ("two-ages-old is not reachable under 2.7 (reachable before 2.1): the old path is "
             "gone from 2.1") in lines
-    assert any(x.startswith("two-ages-new: verdict valid") for x in lines), r.stdout
-    assert not any(x.startswith("two-ages-old: verdict") for x in lines)
+    assert any(x.startswith("two-ages-new: no anomaly — as documented") for x in lines), r.stdout
+    assert not any(x.startswith("two-ages-old: ") for x in lines)

@@ -302,8 +302,9 @@ def test_reproduce_cli(tmp_path: Path, protocol: str, code: int) -> None:
          "--protocol", protocol, "--json", "--port", str(free_port()),
          "--runs-dir", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=600)
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert r.returncode == code == summary["exit_code"], r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == code == out["exit_code"], r.stderr
+    (summary,) = out["runs"]
     assert summary["verdict"] == "valid", (summary, r.stderr)
     kinds = {a["kind"] for a in summary["anomalies"]}
     assert kinds == expected("kip101-hw-truncation-loss", protocol)

@@ -20,6 +20,8 @@ from harness.scenario.loader import (
 )
 from harness.yamlloc import ScenarioError
 
+TESTS_DATA = Path(__file__).resolve().parent / "data"
+
 GOOD = """\
 name: x
 description: a test scenario
@@ -532,3 +534,17 @@ def test_variants_inherit_reachable_or_replace_it(tmp_path: Path) -> None:
     err = error_of(tmp_path, VARIANTS.replace(
         "  two: {}", '  two:\n    reachable: {before: "2.1", why: old only}'))
     assert "expect latest: the path of variant two is not reachable" in str(err)
+
+
+def test_partition_steps_name_nodes_as_written(tmp_path: Path) -> None:
+    """The step log says `cut A from C`, not Python lists (issue 45, item 9)."""
+    text = (TESTS_DATA / "stall-partitioned.yaml").read_text()
+    text = text.replace("partition: {cut: [[A], [C]]}",
+                        "partition: {cut: [[A], [B, C]]}\n  - heal\n"
+                        "  - partition: {split: [[A, B], [C]]}")
+    f = tmp_path / "cuts.yaml"
+    f.write_text(text)
+    steps = [s.describe() for s in load_scenario(f).steps if s.kind == "partition"]
+    assert steps[0].startswith("partition (cut A from B, C): "), steps
+    assert steps[1].startswith("partition (split A, B | C): "), steps
+    assert not any("[" in s or "'" in s for s in steps), steps

@@ -64,7 +64,7 @@ def test_shrinks_a_found_loss_and_the_scenario_replays_it(tmp_path):
     # The scenario replays the shrunk run on the simulator, byte for byte.
     again = _cli("reproduce", str(yaml_out), "--protocol", "0.10", "--backend", "sim",
                  "--seed", str(meta["seed"]), "--runs-dir", str(tmp_path / "again"), "--json")
-    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    (summary,) = json.loads(again.stdout.strip().splitlines()[-1])["runs"]
     assert "lost-write" in {a["kind"] for a in summary["anomalies"]}
     assert (Path(summary["run_dir"]) / "history.jsonl").read_bytes() == \
         (shrunk / "history.jsonl").read_bytes()

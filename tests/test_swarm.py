@@ -40,35 +40,35 @@ def test_swarm_finds_and_replays(tmp_path):
     r = _swarm(tmp_path / "a", "--protocol", "0.10", "--runs", "6", "--seed", "10", "--json")
     assert r.returncode in (0, 1), r.stderr
     out = json.loads(r.stdout)
-    assert out["runs"] == 6 and len(out["rows"]) == 6
-    assert all(row["verdict"] is not None for row in out["rows"]), out["rows"]
+    assert out["seeds"] == {"first": 10, "count": 6} and len(out["runs"]) == 6
+    assert all(row["verdict"] is not None for row in out["runs"]), out["runs"]
     found: dict[str, list[int]] = {}
-    for row in out["rows"]:
-        for k in row["kinds"]:
+    for row in out["runs"]:
+        for k in row["found"]:
             found.setdefault(k, []).append(row["seed"])
     assert out["finding_seeds"] == found
     assert r.returncode == (1 if found else 0) == out["exit_code"]
     assert Path(out["index"]).is_file()
     # A report for each run that found something; the clean runs are only checked
     # (their summary.json), a render each would cost more than their check.
-    for row in out["rows"]:
+    for row in out["runs"]:
         out_dir = Path(row["run_dir"]) / "check"
         assert (out_dir / "summary.json").is_file()
-        assert (row["report"] is not None) == bool(row["kinds"]), row
-        assert (out_dir / "report.html").is_file() == bool(row["kinds"])
-    assert found and any(not row["kinds"] for row in out["rows"]), found
+        assert (row["report"] is not None) == bool(row["found"]), row
+        assert (out_dir / "report.html").is_file() == bool(row["found"])
+    assert found and any(not row["found"] for row in out["runs"]), found
     # One seed again, alone, as a swarm task runs it (harness.chaos.swarm.simulate): the
     # same run, byte for byte, and the same finding.
     seed = next(iter(found.values()))[0]
     again = simulate(seed, SwarmSpec.of("0.10"), str(tmp_path / "b"), "b")
-    row1 = next(row for row in out["rows"] if row["seed"] == seed)
+    row1 = next(row for row in out["runs"] if row["seed"] == seed)
     run1, run2 = Path(row1["run_dir"]), Path(again["run_dir"])
     assert again["config"] == row1["config"]
     logs = sorted(str(p.relative_to(run1)) for p in run1.glob("replicas/*/log.jsonl"))
     for f in ("history.jsonl", "events.jsonl", *logs):
         assert (run2 / f).read_bytes() == (run1 / f).read_bytes(), f
     (result,) = check([run2])
-    assert sorted({a["kind"] for a in result.anomalies}) == row1["kinds"]
+    assert sorted({a["kind"] for a in result.anomalies}) == sorted(row1["found"])
 
 
 @pytest.mark.parametrize(("args", "said"), [

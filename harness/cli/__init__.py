@@ -18,6 +18,7 @@ exit status means (docs/exit-codes.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import NoReturn
@@ -49,18 +50,31 @@ COMMANDS = (scenarios, reproduce, check, collect, docker, chaos, export, nightly
             checker, ssh, swarm, trace, shrink)
 
 
+class _UsageExit(SystemExit):
+    """argparse's exit 2 for bad arguments, carrying the message for --json."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line, no usage block: the CLI contract for bad input (an argument
         # quoted in the message may hold a newline).
         message = one_line(message)
-        self.exit(2, f"isrlab: error: {message} (see isrlab {self.prog.split()[-1]} --help)\n"
-                  if " " in self.prog else f"isrlab: error: {message}\n")
+        line = (f"isrlab: error: {message} (see isrlab {self.prog.split()[-1]} --help)"
+                if " " in self.prog else f"isrlab: error: {message}")
+        print(line, file=sys.stderr)
+        raise _UsageExit(line.removeprefix("isrlab: error: "))
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="isrlab", description="Fault-injection harness for Kafka's "
-                                           "replication protocol.")
+                                           "replication protocol.",
+                epilog="`isrlab COMMAND --help` says what a command does, with an example "
+                       "and its exit statuses.\ndocs: docs/README.md, docs/exit-codes.md",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(sub).set_defaults(handler=command.run)
@@ -68,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+    except _UsageExit as e:
+        if "--json" in argv:  # stdout is still one JSON object (docs/json.md#errors)
+            _json_error(argv[0] if argv else None, e.message, 2)
+        raise
     reaper.install_signal_handlers()
     code = _command(args)
     if checks.abandoned.is_set():
@@ -86,7 +106,17 @@ def _command(args: argparse.Namespace) -> int:
         return args.handler(args)
     except (HarnessError, RunDirError, RunWriteError, CheckerError) as e:  # each: its exit status
         print(f"isrlab: {e}", file=sys.stderr)
+        if getattr(args, "json", False):
+            _json_error(args.command, one_line(e), e.exit_code)
         return e.exit_code
     except KeyboardInterrupt:
         print("isrlab: interrupted", file=sys.stderr)
+        if getattr(args, "json", False):
+            _json_error(args.command, "interrupted", RunIncomplete.exit_code)
         return RunIncomplete.exit_code
+
+
+def _json_error(command: str | None, error: str, code: int) -> None:
+    """An error under --json: the line said on stderr, also as a JSON object on
+    stdout, so that a script reading stdout always gets one."""
+    print(json.dumps({"command": command, "error": error, "exit_code": code}), flush=True)

@@ -20,7 +20,7 @@ from checker.verdict import ERROR, INCOMPLETE, VALID
 from contract import ASSERTIONS_JSON, CHECK
 from contract.rundir import read_json
 from harness.backends.ports import MAX_PORT
-from harness.cli.checks import check_batch_or_exit
+from harness.cli.checks import check_batch_or_exit, detail_lines, outcome_line, run_json
 from harness.cli.flags import backend_options, use_server
 from harness.errors import Interrupted, UsageError
 from harness.progress import Progress
@@ -156,7 +156,7 @@ def run_cells(rows: list[Scenario], protocols: list[str], runs: int, batch: Path
         options = options_at[slot]
         try:
             record = run_scenario(s, RunOptions(
-                protocol=cell.protocol, backend=args.backend, seed=(args.seed or 0) + i,
+                protocol=cell.protocol, backend=args.backend, seed=args.seed + i,
                 runs_dir=batch, backend_options=options), run_progress)
         finally:
             with lock:
@@ -206,7 +206,8 @@ def judge(record: RunRecord, result: RunResult | None) -> dict[str, Any]:
     if result is None:
         return {"run_dir": record.run_dir, "verdict": ERROR, "found": [], "unexpected": [],
                 "missing": [], "failed_assertions": [], "messages": ["not checked"],
-                "anomalies": []}
+                "anomalies": [], "result": None, "result_line": "not checked",
+                "details": ["not checked"]}
     messages = list(result.summary.get("assertions_failed") or [])
     failed: list[dict[str, Any]] = []
     if messages:  # check_batch's judgement, just written
@@ -216,4 +217,18 @@ def judge(record: RunRecord, result: RunResult | None) -> dict[str, Any]:
             "found": sorted({a["kind"] for a in result.anomalies}),
             "unexpected": result.unexpected, "missing": result.missing,
             "failed_assertions": failed, "messages": messages,
-            "anomalies": result.anomalies}
+            "anomalies": result.anomalies, "result": result,
+            "result_line": outcome_line(result),
+            "details": [line.strip() for line in detail_lines(result, verbose=True)]}
+
+
+def outcome_json(cell: Cell, o: dict[str, Any]) -> dict[str, Any]:
+    """One run of a cell as --json lists it (checks.run_json): with its variant
+    (the row) and its failed assertions."""
+    if o["result"] is None:
+        return {"run_id": None, "run_dir": str(o["run_dir"]), "scenario": cell.row,
+                "protocol": cell.protocol, "seed": None, "verdict": ERROR,
+                "data": None, "documentation": None,
+                "expected": [], "found": {}, "report": None, "variant": cell.row,
+                "assertions": o["messages"]}
+    return run_json(o["result"], o["run_dir"], variant=cell.row, assertions=o["messages"])

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from checker.verdict import VALID
-from contract import PROTOCOLS
 from harness.chaos.runs import CHAOS, ChaosConfig, chaos_run, parse_sets
 from harness.cli import checks, flags
 from harness.errors import HarnessError, Interrupted
@@ -26,23 +25,39 @@ from reports.render import INDEX, render_index
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    c = sub.add_parser("chaos", help="random faults over a continuous workload: N runs, "
-                                     "checked in one Spark batch")
-    c.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    c = flags.command_parser(
+        sub, "chaos", "random faults over a continuous workload: N runs, "
+                      "checked in one Spark batch",
+        description="Run a continuous produce/consume workload while a seeded schedule of "
+                    "faults (kills, power cycles, partitions, pauses, ...) hits the "
+                    "brokers; N runs, checked in one Spark batch, each run's report and "
+                    "the batch's index page.",
+        example="isrlab chaos --protocol 0.10 --time-limit 20s --runs 2 "
+                "--faults kill,power-cycle",
+        exit_codes="""0  no run shows an anomaly
+1  a run shows an anomaly (also the prefix of an unfinished run)
+2  bad input, before anything starts
+3  a run could not complete or be checked, or interrupted""",
+        docs="chaos.md")
+    flags.add_protocol_flag(c)
     flags.add_backend_flag(c)
     flags.add_no_server_flag(c)
     flags.add_time_limit_flag(c)
     flags.add_runs_flag(c)
-    flags.add_seed_flag(c, "run i (from 0) uses seed S+i (default: random, printed)")
+    flags.add_seed_flag(c, "run i (from 0) uses seed S+i")
     flags.add_chaos_flags(c, drawn=False)
     flags.add_runs_dir_flag(c)
     flags.add_port_flag(c)
     flags.add_hosts_flag(c)
     flags.add_network_flags(c)
     count = flags.typed(flags.positive_int)
-    c.add_argument("--brokers", type=count, default=ChaosConfig.brokers)
-    c.add_argument("--partitions", type=count, default=ChaosConfig.partitions)
-    c.add_argument("--producers", type=count, default=ChaosConfig.producers)
+    c.add_argument("--brokers", type=count, default=ChaosConfig.brokers, metavar="N",
+                   help=f"brokers in the cluster (default {ChaosConfig.brokers})")
+    c.add_argument("--partitions", type=count, default=ChaosConfig.partitions, metavar="N",
+                   help="partitions of the topic, one consumer each (default "
+                        f"{ChaosConfig.partitions})")
+    c.add_argument("--producers", type=count, default=ChaosConfig.producers, metavar="N",
+                   help=f"producer clients (default {ChaosConfig.producers})")
     c.add_argument("--rate", type=flags.typed(flags.positive_float), default=ChaosConfig.rate,
                    help="target records per second over all producers (default "
                         f"{ChaosConfig.rate:g})")
@@ -69,10 +84,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="anomalies: delete the run directories that show none after the "
                         "check (default: keep all)")
     flags.add_master_flag(c)
-    c.add_argument("--junit", type=Path, metavar="FILE")
+    flags.add_junit_flag(c)
     c.add_argument("--results", type=Path, metavar="DIR",
                    help="append the results to this Parquet table")
-    flags.add_output_flags(c)
+    flags.add_output_flags(verbose=True, p=c)
     return c
 
 
@@ -88,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                       overlap=args.overlap, gap=args.gap)
     cfg.broker_names()  # refuses a bad --brokers before anything starts
     checks.require_master(args.master)  # not after every run has finished
-    seed = args.seed if args.seed is not None else checks.random_seed()
+    seed = args.seed
     batch = checks.new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
     batch_id = batch.name
     progress = flags.progress_of(args)
@@ -112,36 +127,32 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(record.error, Interrupted):
                 interrupted = record.error
                 break
-    summary: dict[str, Any] = {"batch": str(batch), "seed": seed, "protocol": args.protocol,
-                               "faults": faults, "runs": []}
+    summary: dict[str, Any] = {"batch": str(batch), "protocol": args.protocol,
+                               "faults": faults}
     if interrupted is not None:
         done = [r for r in records if r.error is None]
         print(f"isrlab: interrupted during run {len(records)}/{args.runs}; "
               f"{len(done)} completed run(s) and the interrupted one's prefix are in {batch}: "
               f"`isrlab check {batch}` checks them", file=sys.stderr)
-        summary["runs"] = [{"run_id": r.run_id, "run_dir": str(r.run_dir),
-                            "error": str(r.error) if r.error else None} for r in records]
-        return _finish(args, summary, interrupted.exit_code)
+        runs = [{**checks.run_json(None, r.run_dir), "run_id": r.run_id,
+                 "protocol": args.protocol, "seed": seed + i,
+                 "error": str(r.error) if r.error else None} for i, r in enumerate(records)]
+        return _finish(args, summary, interrupted.exit_code, seed, runs)
     results = checks.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
                                   batch, master=args.master, junit=args.junit,
                                   results=args.results, use_server=flags.use_server(args))
     if isinstance(results, int):
-        return _finish(args, summary, results)
-    shown = 0
+        return _finish(args, summary, results, seed, [])
     for i, r in enumerate(results):
-        kinds = ", ".join(f"{k} ×{n}" for k, n in (r.summary.get("found") or {}).items())
-        shown += bool(r.anomalies)
-        line = (f"run {i + 1}/{len(results)} (seed {r.summary.get('seed')}): {r.verdict}"
-                f"{': ' + kinds if kinds else ''} · anomalies so far: {shown} run(s)")
         if not args.json:
-            print(line)
+            print(f"run {i + 1}/{len(results)} (seed {r.summary.get('seed')}): "
+                  f"{checks.outcome_line(r)}")
+            for line in checks.detail_lines(r, args.verbose):
+                print(line)
             if r.anomalies:
                 print(f"  run: {r.run_dir}\n  report: {checks.report_of(r)}\n"
                       f"  export: isrlab export {r.run_dir} --out FILE")
-        summary["runs"].append({"run_id": r.run_id, "run_dir": str(r.run_dir),
-                                "seed": r.summary.get("seed"), "verdict": r.verdict,
-                                "found": r.summary.get("found") or {},
-                                "report": checks.report_of(r)})
+    runs = [checks.run_json(r, r.run_dir) for r in results]
     code = checks.chaos_exit_code(results, records)
     if args.keep == "anomalies":
         for r in results:
@@ -151,13 +162,13 @@ def run(args: argparse.Namespace) -> int:
         render_index([r.summary for r in results if r.run_dir.exists()], batch / INDEX)
     summary["index"] = str(batch / INDEX)
     if not args.json:
+        checks.print_tally(results)
         print(f"index: {batch / INDEX}")
-        print(f"{shown} of {len(results)} run(s) show an anomaly")
-    return _finish(args, summary, code)
+    return _finish(args, summary, code, seed, runs)
 
 
-def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int) -> int:
-    summary["exit_code"] = code
+def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int, seed: int,
+            runs: list[dict[str, Any]]) -> int:
     if args.json:
-        checks.print_json(summary)
+        checks.print_result_json("chaos", code, runs, seed, **summary)
     return code

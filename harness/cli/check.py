@@ -17,7 +17,8 @@ from pathlib import Path
 
 from checker import client
 from checker.errors import CheckerError
-from checker.verdict import INCOMPLETE, batch_exit_code
+from checker.heartbeat import heartbeat
+from checker.verdict import batch_exit_code
 from contract import CHECK, REPORT_HTML, RUNNING
 from contract.rundir import (
     RunDirError,
@@ -35,17 +36,29 @@ from reports.render import INDEX
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    c = sub.add_parser("check", help="check run directories with the Spark checker")
-    c.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    c = flags.command_parser(
+        sub, "check", "check run directories with the Spark checker",
+        description="Check run directories (or trees of them) with the Spark checker: "
+                    "one line per run saying what happened to the data and whether that "
+                    "is what the run documents, a tally, each run's HTML report and the "
+                    "batch's index page.",
+        example="isrlab check runs/ --junit junit.xml",
+        exit_codes="""0  every run as documented
+1  a run shows an unexpected anomaly, or a documented one did not reproduce
+2  bad input, or a run directory that cannot be read (the others are checked)
+3  a run did not finish (judged in part), or interrupted""",
+        docs="checker.md, docs/verdicts.md")
+    c.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                   help="run directories, or directories holding them")
     flags.add_master_flag(c)
-    c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
+    flags.add_junit_flag(c)
     c.add_argument("--results", type=Path, metavar="DIR",
                    help="append every run's results to this Parquet table (trend pages)")
     c.add_argument("--index", type=Path, metavar="FILE",
                    help="write the batch's index page here (default: PATH/index.html "
                         "when one tree of several runs is checked)")
     c.add_argument("--no-report", action="store_true", help="skip the HTML reports")
-    flags.add_output_flags(c)
+    flags.add_output_flags(verbose=True, p=c)
     flags.add_no_server_flag(c)
     return c
 
@@ -86,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"isrlab: {one_line(e)}", file=sys.stderr)
             return e.exit_code
     checked = [r for r in results if r.error is None]
-    reports = {}
     if not args.no_report:
         progress.line(f"rendering {len(checked)} report(s)")
-        reports = {r.run_id: checks.render_report(r.run_dir) for r in checked}
+        with heartbeat(progress.line, f"still rendering {len(checked)} report(s)"):
+            for r in checked:
+                checks.render_report(r.run_dir)
         index = args.index
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX
@@ -97,23 +111,18 @@ def run(args: argparse.Namespace) -> int:
             checks.write_index(results, index, progress)
     if args.junit is not None:
         checks.write_junit_or_exit(results, args.junit)
+    code = batch_exit_code(r.verdict for r in results)
     if args.json:
-        checks.print_json({"runs": [{**r.summary, "report": reports.get(r.run_id)}
-                                    for r in results]})
+        # Each run: the schema's keys over its whole summary.json (figures, checker).
+        checks.print_result_json("check", code, [{**r.summary, **checks.run_json(r, r.run_dir)}
+                                                 for r in results])
     else:
         for r in results:
-            print(f"{r.verdict:15} {r.run_dir}")
-            if r.verdict == INCOMPLETE:
-                print(f"  the run did not finish (status {r.status}): only what it recorded "
-                      "was checked")
-            for a in r.anomalies:
-                print(f"  {checks.anomaly_line(a)}")
-            for m in r.summary.get("assertions_failed") or []:
-                print(f"  {m}")
-            if r.unjudged:
-                print(f"  not judged: {', '.join(r.unjudged)} (expected; not in what the "
-                      "run recorded)")
-    return batch_exit_code(r.verdict for r in results)
+            print(f"{checks.outcome_line(r)}  {r.run_dir}")
+            for line in checks.detail_lines(r, args.verbose):
+                print(line)
+        checks.print_tally(results)
+    return code
 
 
 def _collect_crashed_runs(run_dirs: list[Path], progress: Progress) -> None:

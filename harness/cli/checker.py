@@ -17,22 +17,43 @@ from typing import Any
 from checker import client
 from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER, cds_archive, driver_log_path
-from harness.cli import checks
+from harness.cli import checks, flags
 from harness.errors import RunIncomplete, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    c = sub.add_parser("checker", help="the warm checker server: status, start, stop")
+    c = flags.command_parser(
+        sub, "checker", "the warm checker server: status, start, stop",
+        description="The warm checker server: a Spark session kept running between "
+                    "checks, so that a check does not wait for Spark's start.",
+        example="isrlab checker status",
+        exit_codes="0  done\n2  bad input (a bad --master)",
+        docs="checker.md")
     csub = c.add_subparsers(dest="checker_command", required=True,
                             parser_class=sub._parser_class)
-    st = csub.add_parser("status", help="is a checker server running, which version, "
-                                        "how long until it stops")
+    st = flags.command_parser(
+        csub, "status", "is a checker server running, which version, how long until it stops",
+        description="Whether a checker server runs, its version and master, how long "
+                    "until it stops when idle.",
+        example="isrlab checker status --json", exit_codes="0  said (running or not)",
+        docs="checker.md")
     st.add_argument("--json", action="store_true", help="print its state as JSON")
-    s = csub.add_parser("start", help="start a server now (a check starts one on demand)")
+    s = flags.command_parser(
+        csub, "start", "start a server now (a check starts one on demand)",
+        description="Start a checker server now; a check starts one on demand anyway.",
+        example="isrlab checker start", exit_codes="0  started (or running)\n2  a bad master",
+        docs="checker.md")
     s.add_argument("--master", help=f"a local master (default {DEFAULT_MASTER})")
-    csub.add_parser("stop", help="stop the running server")
-    csub.add_parser("setup", help="build the class-data archive Spark's JVM starts from "
-                                  "(once per installation; a first check is then faster)")
+    flags.command_parser(csub, "stop", "stop the running server",
+                         description="Stop the running checker server.",
+                         example="isrlab checker stop", exit_codes="0  stopped (or none ran)",
+                         docs="checker.md")
+    flags.command_parser(
+        csub, "setup", "build the class-data archive Spark's JVM starts from "
+                       "(once per installation; a first check is then faster)",
+        description="Build the class-data archive Spark's JVM starts from: once per "
+                    "installation, after which a first check starts faster.",
+        example="isrlab checker setup", exit_codes="0  built\n2  no Java", docs="checker.md")
     return c
 
 

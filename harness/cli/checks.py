@@ -20,9 +20,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from checker import client
 from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
+from checker.heartbeat import heartbeat
 from checker.output import write_check
 from checker.spark import check_master, task_slices
-from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
+from checker.verdict import (
+    ERROR,
+    EXIT_CODES,
+    INCOMPLETE,
+    VALID,
+    outcome_of,
+    tally,
+    tally_line,
+    with_words,
+)
 from contract import CHECK, REPORT_HTML
 from contract.rundir import RunDirError, RunWriteError
 from harness.errors import Interrupted, UsageError, one_line
@@ -112,8 +122,8 @@ def judged(result: RunResult) -> RunResult:
     if not failed:
         return result
     return dataclasses.replace(result, verdict=verdict, exit_code=max(result.exit_code, 1),
-                               summary={**result.summary, "verdict": verdict,
-                                        "assertions_failed": failed})
+                               summary=with_words({**result.summary, "verdict": verdict,
+                                                   "assertions_failed": failed}))
 
 
 def set_aside(result: RunResult, err: RunDirError) -> RunResult:
@@ -126,6 +136,7 @@ def set_aside(result: RunResult, err: RunDirError) -> RunResult:
                "error": str(err), "error_file": err.file, "error_line": err.line,
                "found": {}, "unexpected": [], "missing": [], "anomaly_count": 0,
                "anomalies_listed": 0, "notes": [str(err)]}
+    summary = with_words(summary)
     write_check(result.run_dir, [], summary)
     (result.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
     return dataclasses.replace(result, verdict=ERROR, exit_code=EXIT_CODES[ERROR], error=err,
@@ -193,6 +204,58 @@ def print_json(summary: dict[str, Any]) -> None:
     print(json.dumps(summary, default=str))
 
 
+# -- the one --json schema (docs/json.md) ------------------------------------------
+
+
+def run_json(r: RunResult | None, run_dir: Path | str, **extra: Any) -> dict[str, Any]:
+    """One run as every command's --json lists it (docs/json.md): its directory,
+    scenario, protocol, seed, the verdict value and its words, the kinds it
+    expects and found, its report; `extra` adds a command's own fields (variant,
+    config, ...). ``r`` None: a run that was not checked (``extra`` says why)."""
+    s = r.summary if r is not None else {}
+    return {"run_id": s.get("run_id"), "run_dir": str(run_dir), "scenario": s.get("scenario"),
+            "protocol": s.get("protocol"), "seed": s.get("seed"),
+            "verdict": s.get("verdict"), "data": s.get("data"),
+            "documentation": s.get("documentation"), "expected": list(s.get("expected") or []),
+            "found": dict(s.get("found") or {}),
+            "report": report_of(r) if r is not None else None, **extra}
+
+
+def print_result_json(command: str, exit_code: int, runs: list[dict[str, Any]],
+                      seed: int | None = None, **extra: Any) -> None:
+    """The --json object of reproduce, check, chaos, swarm and matrix: the same
+    top-level keys for each (command, exit_code, seed, runs, tally), then the
+    command's own."""
+    print_json({"command": command, "exit_code": exit_code, "seed": seed, "runs": runs,
+                "tally": tally([r for r in runs if r.get("verdict") is not None]), **extra})
+
+
+def outcome_line(r: RunResult) -> str:
+    """`data lost (lost-write) — reproduced as documented` (checker.verdict.outcome)."""
+    return outcome_of(r.summary).line(r.summary.get("found") or {})
+
+
+def detail_lines(r: RunResult, verbose: bool) -> list[str]:
+    """What a person needs under a run's outcome line: why it was not judged in
+    full, its failed assertions, and with ``verbose`` every anomaly's explanation
+    (else the report has them)."""
+    out = []
+    if r.verdict == INCOMPLETE:
+        out.append(f"  the run did not finish (status {r.status}): only what it recorded "
+                   "was checked")
+    if verbose:
+        out += [f"  {anomaly_line(a)}" for a in r.anomalies]
+    out += [f"  {m}" for m in r.summary.get("assertions_failed") or []]
+    if r.unjudged:
+        out.append(f"  not judged: {', '.join(r.unjudged)} (expected; not in what the "
+                   "run recorded)")
+    return out
+
+
+def print_tally(results: list[RunResult]) -> None:
+    print(tally_line(tally([r.summary for r in results])))
+
+
 # -- a batch of runs -----------------------------------------------------------
 
 
@@ -238,7 +301,8 @@ def check_batch(run_dirs: list[Path], index: Path, progress: Progress, *,
     shown = [r for r in out if r.error is None
              and (not reports_for_findings or r.anomalies or r.verdict != VALID)]
     progress.line(f"rendering {len(shown)} report(s)")
-    render_reports([r.run_dir for r in shown], render_on)
+    with heartbeat(progress.line, f"still rendering {len(shown)} report(s)"):
+        render_reports([r.run_dir for r in shown], render_on)
     write_index(out, index, progress)
     if junit is not None:
         write_junit_or_exit(out, junit)

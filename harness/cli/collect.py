@@ -10,14 +10,24 @@ from pathlib import Path
 
 from contract import CRASHED
 from contract.rundir import read_meta
+from harness.cli import flags
 from harness.errors import UsageError
 from harness.run.collect import collect_crashed
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    co = sub.add_parser("collect", help="finish a run whose isrlab process was killed: "
-                                        "rebuild its replicas from the brokers' data")
-    co.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    co = flags.command_parser(
+        sub, "collect", "finish a run whose isrlab process was killed: "
+                        "rebuild its replicas from the brokers' data",
+        description="Finish a run still marked running whose isrlab process is gone: "
+                    "rebuild its replica logs from the brokers' data and mark it crashed, "
+                    "so that `isrlab check` judges what it recorded.",
+        example="isrlab collect runs/20250101T120000Z-kip101-hw-truncation-loss-0.10",
+        exit_codes="""0  collected, or nothing to collect
+2  a run still going or of another host, no run.json, not writable, no Docker engine
+3  the Docker engine failed or the disk filled up""",
+        docs="run-directory.md#a-crashed-run")
+    co.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
     return co
 
 

@@ -5,18 +5,38 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.cli import flags
 from harness.progress import Progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    d = sub.add_parser("docker", help="build the broker image, clean up crashed runs")
+    d = flags.command_parser(
+        sub, "docker", "build the broker image, clean up crashed runs",
+        description="The docker backend's image and leftovers: `build` the broker image, "
+                    "`clean` what crashed runs left.",
+        example="isrlab docker build",
+        exit_codes="""0  done
+2  bad input, or no Docker engine
+3  the Docker engine failed""",
+        docs="run-directory.md, docs/exit-codes.md")
     dsub = d.add_subparsers(dest="docker_command", required=True,
                             parser_class=sub._parser_class)
-    b = dsub.add_parser("build", help="build the base and broker images where missing")
+    b = flags.command_parser(
+        dsub, "build", "build the base and broker images where missing",
+        description="Build the base image and the broker image, where missing.",
+        example="isrlab docker build --base-image python:3.11-slim",
+        exit_codes="0  built (or present)\n2  no Docker engine\n3  the build failed",
+        docs="run-directory.md")
     b.add_argument("--base-image", metavar="IMAGE", help="e.g. python:3.11-slim")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
-    cl = dsub.add_parser("clean", help="remove containers, networks and volumes of "
-                                       "runs whose isrlab process is gone")
+    cl = flags.command_parser(
+        dsub, "clean", "remove containers, networks and volumes of runs whose isrlab "
+                       "process is gone",
+        description="Remove the containers, networks and volumes of runs whose isrlab "
+                    "process is gone.",
+        example="isrlab docker clean --images",
+        exit_codes="0  cleaned\n2  no Docker engine\n3  the Docker engine failed",
+        docs="run-directory.md")
     cl.add_argument("--images", action="store_true", help="also remove stale broker images")
     cl.add_argument("--force", action="store_true",
                     help="remove every run's objects, also of runs still going or of "

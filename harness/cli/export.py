@@ -19,10 +19,16 @@ from harness.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    e = sub.add_parser("export", help="a run's faults and workload as a scenario YAML")
-    e.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    e = flags.command_parser(
+        sub, "export", "a run's faults and workload as a scenario YAML",
+        description="Write a run's faults and workload (a chaos run's, say) as a scenario "
+                    "YAML that `isrlab reproduce` runs again.",
+        example="isrlab export runs/BATCH/RUN --out found.yaml",
+        exit_codes="0  written\n2  bad input: no run there, a file that cannot be written",
+        docs="scenarios.md")
+    e.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
     e.add_argument("--out", type=flags.typed(flags.output_file), metavar="FILE",
-                   help="default: stdout")
+                   help="the YAML file to write (default: stdout)")
     return e
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.sim_cluster import Network
 from checker.spark import DEFAULT_MASTER
+from contract import PROTOCOLS
 from harness.backends import BACKENDS
 from harness.backends.hostsfile import load_hosts
 from harness.backends.ports import MAX_PORT
@@ -148,9 +150,41 @@ def set_item(text: str) -> str:
 # -- options -------------------------------------------------------------------
 
 
-def add_output_flags(p: argparse.ArgumentParser) -> None:
+def command_parser(sub: argparse._SubParsersAction, name: str, help: str, *,
+                   description: str, example: str, exit_codes: str,
+                   docs: str) -> argparse.ArgumentParser:
+    """A subcommand's parser whose --help says what it does, shows an example,
+    lists its exit statuses and points to its docs page (docs/exit-codes.md is
+    the contract; `docs` is a path under docs/)."""
+    epilog = (f"example:\n  {example}\n\nexit status:\n"
+              + "\n".join(f"  {line}" for line in exit_codes.strip().splitlines())
+              + f"\n\ndocs: docs/{docs}, docs/exit-codes.md")
+    # Raw: the example and the exit-status lines keep their lines; so the
+    # description is wrapped here.
+    return sub.add_parser(name, help=help, description=textwrap.fill(description, 79),
+                          epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_output_flags(p: argparse.ArgumentParser, verbose: bool = False) -> None:
+    """--quiet and --json; with ``verbose`` (the commands that check runs), --verbose."""
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    if verbose:
+        p.add_argument("--verbose", action="store_true",
+                       help="also explain every anomaly found (the report always does)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (docs/json.md); progress on stderr")
+
+
+def add_protocol_flag(p: argparse.ArgumentParser, *, repeatable: bool = False) -> None:
+    """--protocol: the Kafka release whose replication protocol the brokers run."""
+    if repeatable:
+        p.add_argument("--protocol", action="append", choices=PROTOCOLS, metavar="VERSION",
+                       help="only these Kafka versions' protocols (repeatable; default: "
+                            "every one): " + ", ".join(PROTOCOLS))
+    else:
+        p.add_argument("--protocol", required=True, choices=PROTOCOLS, metavar="VERSION",
+                       help="the Kafka version whose replication protocol the brokers run: "
+                            + ", ".join(PROTOCOLS) + " (docs/protocol-versions.md)")
 
 
 def progress_of(args: argparse.Namespace) -> Progress:
@@ -175,18 +209,32 @@ def use_server(args: argparse.Namespace) -> bool | None:
     return False if getattr(args, "no_server", False) else None
 
 
-def add_seed_flag(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
-    p.add_argument("--seed", type=seed, default=default, help=help)
+SEED_DEFAULT = 0  # one convention for every command: same command, same runs
+
+
+def add_seed_flag(p: argparse.ArgumentParser, help: str) -> None:
+    """--seed S, default 0 for every command (docs/json.md#seeds): run i of a batch
+    uses S+i, the seed is printed and in --json, and the same seed makes the same
+    run again (exactly, on the sim backend)."""
+    p.add_argument("--seed", type=seed, default=SEED_DEFAULT, metavar="S",
+                   help=f"{help} (default {SEED_DEFAULT}; printed)")
 
 
 def add_runs_flag(p: argparse.ArgumentParser, help: str | None = None, default: int | None = 1,
                   required: bool = False) -> None:
     p.add_argument("--runs", type=typed(positive_int), default=default, required=required,
-                   metavar="N", help=help)
+                   metavar="N", help=help or f"runs, checked in one batch (default {default})")
 
 
 def add_runs_dir_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
+                   help="where run directories are written (default: runs; "
+                        "docs/run-directory.md)")
+
+
+def add_junit_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--junit", type=Path, metavar="FILE",
+                   help="write a JUnit XML report here, one test case per run (for CI)")
 
 
 def add_time_limit_flag(p: argparse.ArgumentParser, default: float | None = None) -> None:
@@ -202,11 +250,14 @@ def add_time_limit_flag(p: argparse.ArgumentParser, default: float | None = None
 
 
 def add_backend_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="local", choices=sorted(BACKENDS))
+    p.add_argument("--backend", default="local", choices=sorted(BACKENDS),
+                   help="where the brokers run: " + ", ".join(sorted(BACKENDS))
+                        + " (default local; docs/sim.md, docs/ssh.md)")
 
 
 def add_port_flag(p: argparse.ArgumentParser, help: str | None = None) -> None:
-    p.add_argument("--port", type=port, default=19092, help=help)
+    p.add_argument("--port", type=port, default=19092,
+                   help=help or "the first node's port (default 19092)")
 
 
 def add_hosts_flag(p: argparse.ArgumentParser) -> None:

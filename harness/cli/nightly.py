@@ -24,9 +24,20 @@ from reports.render import INDEX
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    n = sub.add_parser("nightly", help="a configured chaos matrix: one night, checked in one "
-                                       "batch, JUnit, the night's index and the trend page")
-    n.add_argument("config", type=Path, metavar="CONFIG.yaml")
+    n = flags.command_parser(
+        sub, "nightly", "a configured chaos matrix: one night, checked in one "
+                        "batch, JUnit, the night's index and the trend page",
+        description="Run one night of a configured chaos matrix (cells of version, "
+                    "backend and fault mix), check it in one batch, write JUnit, the "
+                    "night's index and the trend page over the nights.",
+        example="isrlab nightly nightly/night.yaml --results nights/",
+        exit_codes="""0  no run shows an anomaly its cell does not allow
+1  a run does
+2  bad input, before anything starts
+3  a run could not complete or be checked, or interrupted""",
+        docs="nightly.md")
+    n.add_argument("config", type=Path, metavar="CONFIG.yaml",
+                   help="the night's configuration (docs/nightly.md)")
     n.add_argument("--results", type=Path, required=True, metavar="DIR",
                    help="the nights, the Parquet results table and trend.html live here")
     flags.add_port_flag(n)

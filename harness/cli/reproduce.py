@@ -21,7 +21,6 @@ from checker import client
 from checker.api import RunResult
 from checker.errors import CheckerError
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
-from contract import PROTOCOLS
 from contract.rundir import RunWriteError, require_writable
 from harness.cli import cellrun, checks, flags
 from harness.errors import Interrupted, UsageError, one_line
@@ -31,11 +30,23 @@ from reports.render import INDEX
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    r = sub.add_parser("reproduce", help="run one scenario and check it")
-    r.add_argument("scenario", metavar="NAME|PATH")
-    r.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    r = flags.command_parser(
+        sub, "reproduce", "run one scenario and check it",
+        description="Run one scenario (a shipped name or a YAML file) under one Kafka "
+                    "version's replication protocol, check the run with the Spark checker "
+                    "and say what happened to the data and whether that is what the "
+                    "scenario documents for the version.",
+        example="isrlab reproduce kip101-hw-truncation-loss --protocol 0.10 --backend sim",
+        exit_codes="""0  no anomaly: the protocol kept its guarantees
+1  an anomaly (even one the scenario documents), or not as documented
+2  bad input; a version the scenario's path does not exist in; nothing started
+3  the run could not complete, or was interrupted""",
+        docs="scenarios.md, docs/verdicts.md")
+    r.add_argument("scenario", metavar="NAME|PATH",
+                   help="a shipped scenario (isrlab scenarios lists them) or a YAML file")
+    flags.add_protocol_flag(r)
     flags.add_backend_flag(r)
-    flags.add_seed_flag(r, "an integer >= 0 (default: random)")
+    flags.add_seed_flag(r, "the run's seed; run i of --runs N uses S+i")
     flags.add_runs_dir_flag(r)
     flags.add_port_flag(r, "local: the port of every node (one 127.0.0.x address each); "
                      "docker: the first of one host port per node (P..P+brokers)")
@@ -43,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     flags.add_base_image_flag(r, "docker: build the broker image on this base (e.g. "
                            "python:3.11-slim) instead of the debootstrapped one")
     flags.add_network_flags(r)
-    flags.add_output_flags(r)
+    flags.add_output_flags(verbose=True, p=r)
     flags.add_runs_flag(r, "run it N times, check them in one batch, print k/N reproduced")
     g = r.add_mutually_exclusive_group()
     g.add_argument("--variant", metavar="X", help="run this variant of the scenario "
@@ -85,44 +96,45 @@ def reproduce_one(args: argparse.Namespace, scenario: Scenario) -> int:
                    runs_dir=args.runs_dir, backend_options=options),
         progress,
     )
+    expected = scenario.expect_for(args.protocol)
     summary: dict[str, Any] = {
-        "run_id": record.run_id, "run_dir": str(record.run_dir), "scenario": scenario.name,
-        "protocol": args.protocol, "backend": args.backend,
-        "expect": scenario.expect_for(args.protocol), "elapsed_s": round(record.elapsed, 3),
+        "scenario": scenario.name, "protocol": args.protocol, "backend": args.backend,
+        "variant": scenario.variant, "elapsed_s": round(record.elapsed, 3),
     }
+    unchecked = {"run_id": record.run_id, "run_dir": str(record.run_dir), "scenario": scenario.name,
+                 "protocol": args.protocol, "seed": args.seed, "verdict": None, "data": None,
+                 "documentation": None, "expected": expected, "found": {}, "report": None}
     if record.error is not None:
-        return _finish(args, summary, record.error.exit_code, error=str(record.error),
-                       incomplete=True)
+        return _finish(args, summary, record.error.exit_code, [unchecked],
+                       error=str(record.error), incomplete=True)
     progress.line("checking ...")
     try:
         result = checks.interruptible(client.check, [record.run_dir],
                                progress=lambda m: progress.line(f"  {m}"),
                                use_server=flags.use_server(args))[0]
     except CheckerError as e:
-        return _finish(args, summary, e.exit_code, error=f"checker: {one_line(e)}")
+        return _finish(args, summary, e.exit_code, [unchecked], error=f"checker: {one_line(e)}")
     except checks.CheckInterrupted as e:
-        return _finish(args, summary, e.exit_code, error=str(e))
+        return _finish(args, summary, e.exit_code, [unchecked], error=str(e))
     if result.error is not None:  # the checker could not read what the run wrote
-        return _finish(args, summary, result.exit_code, error=f"checker: {result.error}")
+        return _finish(args, summary, result.exit_code,
+                       [checks.run_json(result, record.run_dir)],
+                       error=f"checker: {result.error}")
     checks.say_truncated([result])
     result = checks.judged(result)
-    failed = result.summary.get("assertions_failed") or []
     report = checks.render_report(record.run_dir)
     code = reproduce_exit_code(result)
-    summary.update(verdict=result.verdict, anomalies=_plain(result.anomalies),
-                   unexpected=result.unexpected, missing=result.missing,
-                   report=str(report) if report else None, variant=scenario.variant,
-                   assertions_failed=failed)
+    entry = checks.run_json(result, record.run_dir, variant=scenario.variant,
+                            assertions_failed=result.summary.get("assertions_failed") or [],
+                            anomalies=_plain(result.anomalies))
     if not args.json:
-        print(f"verdict: {result.verdict}{_verdict_gloss(result)}")
-        for a in summary["anomalies"]:
-            print(f"  {checks.anomaly_line(a)}")
-        for m in failed:
-            print(f"  {m}")
+        print(checks.outcome_line(result))
+        for line in checks.detail_lines(result, args.verbose):
+            print(line)
         print(f"run: {record.run_dir}")
         if report:
             print(f"report: {report}")
-    return _finish(args, summary, code)
+    return _finish(args, summary, code, [entry])
 
 
 def reproduce_exit_code(result: RunResult) -> int:
@@ -134,27 +146,19 @@ def reproduce_exit_code(result: RunResult) -> int:
     return 1 if result.anomalies or result.verdict != VALID else 0
 
 
-def _verdict_gloss(result: RunResult) -> str:
-    if result.verdict == INCOMPLETE:
-        return (f" (the run did not finish: status {result.status}; only what it recorded "
-                "was checked)")
-    if result.verdict != VALID:
-        return ""
-    if result.anomalies:
-        return " (the anomalies this scenario documents for this version reproduced)"
-    return " (no anomaly: the protocol kept its guarantees)"
-
-
 def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
-            error: str | None = None, incomplete: bool = False) -> int:
-    summary["exit_code"] = code
+            runs: list[dict[str, Any]], error: str | None = None,
+            incomplete: bool = False) -> int:
     if error is not None:
         summary["error"] = error
+        for r in runs:
+            if r["verdict"] is None:  # not checked: why, on the run too
+                r["error"] = error
         print(f"isrlab: {error}", file=sys.stderr)
         if not args.json:
-            print(f"run: {summary['run_dir']}{' (incomplete)' if incomplete else ''}")
+            print(f"run: {runs[0]['run_dir']}{' (incomplete)' if incomplete else ''}")
     if args.json:
-        checks.print_json(summary)
+        checks.print_result_json("reproduce", code, runs, args.seed, **summary)
     return code
 
 
@@ -178,11 +182,13 @@ def reproduce_runs(args: argparse.Namespace, scenario: Scenario) -> int:
     progress = flags.progress_of(args)
     options = flags.backend_options(args)
     batch = args.runs_dir / f"{checks.stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
+    progress.line(f"{args.runs} run(s) of {scenario.name} under {args.protocol}, seeds "
+                  f"{args.seed}..{args.seed + args.runs - 1}; runs in {batch}")
     records: list[RunRecord] = []
     for i in range(args.runs):
-        progress.line(f"run {i + 1}/{args.runs}")
+        progress.line(f"run {i + 1}/{args.runs} (seed {args.seed + i})")
         record = run_scenario(scenario, RunOptions(
-            protocol=args.protocol, backend=args.backend, seed=args.seed, runs_dir=batch,
+            protocol=args.protocol, backend=args.backend, seed=args.seed + i, runs_dir=batch,
             backend_options=options), progress)
         records.append(record)
         if isinstance(record.error, Interrupted):
@@ -195,21 +201,22 @@ def reproduce_runs(args: argparse.Namespace, scenario: Scenario) -> int:
         return results
     k = sum(r.verdict == VALID for r in results)
     expected = scenario.expect_for(args.protocol)
+    code = checks.reproduced_exit_code((r.anomalies, r.verdict) for r in results)
     if args.json:
-        checks.print_json({"scenario": scenario.name, "protocol": args.protocol,
-                    "expect": expected, "reproduced": k, "runs": args.runs,
-                    "index": str(batch / INDEX),
-                    "results": [{"run_dir": str(r.run_dir), "verdict": r.verdict,
-                                 "found": r.summary.get("found") or {}}
-                                for r in results]})
+        checks.print_result_json("reproduce", code,
+                                 [checks.run_json(r, r.run_dir) for r in results], args.seed,
+                                 scenario=scenario.name, protocol=args.protocol,
+                                 reproduced=k, index=str(batch / INDEX))
     else:
         for r in results:
-            kinds = ", ".join(sorted(r.summary.get("found") or {})) or "no anomaly"
-            print(f"{r.verdict:15} {kinds:30} {r.run_dir}")
-        print(f"reproduced {k}/{args.runs} (expect under {args.protocol}: "
+            print(f"{checks.outcome_line(r)}  {r.run_dir}")
+            for line in checks.detail_lines(r, args.verbose):
+                print(line)
+        checks.print_tally(results)
+        print(f"reproduced {k}/{args.runs} (documented under {args.protocol}: "
               f"{', '.join(expected) or 'no anomaly'})")
         print(f"index: {batch / INDEX}")
-    return checks.reproduced_exit_code((r.anomalies, r.verdict) for r in results)
+    return code
 
 
 # -- --all-variants, or --runs N with variants or assertions ---------------------
@@ -228,29 +235,25 @@ def reproduce_variants(args: argparse.Namespace) -> int:
     options_at = cellrun.slot_options(args)  # a bad --hosts: before the batch
     progress = flags.progress_of(args)
     batch = checks.new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
-    args.seed = args.seed if args.seed is not None else 0
     cells = cellrun.run_cells(rows, [args.protocol], args.runs, batch, args, progress,
                               options_at)
     if isinstance(cells, int):
         return cells
     outcomes = [(c, o) for c in cells for o in c.outcomes]
     unreached = [c for c in cells if c.not_reachable]
+    code = checks.reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)
     if args.json:
-        checks.print_json({"scenario": base.name, "protocol": args.protocol, "batch": str(batch),
-                    "runs": [{"variant": c.row, "run_dir": str(o["run_dir"]),
-                              "verdict": o["verdict"], "found": o["found"],
-                              "assertions": o["messages"]} for c, o in outcomes],
-                    "not_reachable": [{"variant": c.row, "why": c.not_reachable}
-                                      for c in unreached]})
+        checks.print_result_json(
+            "reproduce", code, [cellrun.outcome_json(c, o) for c, o in outcomes], args.seed,
+            scenario=base.name, protocol=args.protocol, batch=str(batch),
+            not_reachable=[{"variant": c.row, "why": c.not_reachable} for c in unreached])
     else:
         for c in unreached:  # not run, no verdict: said, never skipped silently
             print(c.not_reachable)
         for c, o in outcomes:
-            want = next(r for r in rows if r.run_name == c.row).expect_for(args.protocol)
-            found = ", ".join(o["found"]) or "no anomaly"
-            print(f"{c.row}: verdict {o['verdict']} (found {found}; expected "
-                  f"{', '.join(want) or 'no anomaly'})  {o['run_dir']}")
-            for m in o["messages"]:
-                print(f"  {m}")
+            print(f"{c.row}: {o['result_line']}  {o['run_dir']}")
+            for line in o["details"] if args.verbose else o["messages"]:
+                print(f"  {line}")
+        checks.print_tally([o["result"] for _, o in outcomes if o.get("result") is not None])
         print(f"index: {batch / cellrun.RUNS_INDEX}")
-    return checks.reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)
+    return code

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli import cellrun
+from harness.cli import cellrun, flags
 from harness.scenario.loader import Scenario, all_variants, list_scenarios
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    return sub.add_parser("scenarios", help="list the shipped scenarios")
+    return flags.command_parser(
+        sub, "scenarios", "list the shipped scenarios",
+        description="List the shipped scenarios: name, description, source, and what each "
+                    "variant documents under each Kafka version.",
+        example="isrlab scenarios",
+        exit_codes="0  listed",
+        docs="catalogue.md")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -46,9 +46,17 @@ from harness.run.runner import RunOptions, run_scenario
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    s = sub.add_parser("shrink", help="a sim chaos run's anomaly in a smaller schedule, "
-                                      "as a scenario YAML")
-    s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    s = flags.command_parser(
+        sub, "shrink", "a sim chaos run's anomaly in a smaller schedule, as a scenario YAML",
+        description="Find a smaller fault schedule that still shows a sim chaos run's "
+                    "anomaly, simulating candidates with the run's seed, and write it as a "
+                    "scenario YAML.",
+        example="isrlab shrink runs/BATCH/RUN --kind lost-write --out small.yaml",
+        exit_codes="""0  shrunk and written
+2  bad input: not a sim chaos run, no such anomaly, a file that cannot be written
+3  interrupted""",
+        docs="sim.md")
+    s.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a sim chaos run's directory")
     s.add_argument("--kind", choices=ANOMALY_KINDS,
                    help="the anomaly kind to keep (default: the first the run shows)")
     s.add_argument("--out", type=flags.typed(flags.output_file), metavar="FILE",

@@ -15,32 +15,67 @@ from pathlib import Path
 
 from harness.backends.hostsfile import load_hosts
 from harness.backends.spec import ClusterSpec
+from harness.cli import flags
 from harness.errors import HarnessError
 from harness.progress import Progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    s = sub.add_parser("ssh", help="the ssh backend's hosts: check, clean, hosts up/down")
+    s = flags.command_parser(
+        sub, "ssh", "the ssh backend's hosts: check, clean, hosts up/down",
+        description="The ssh backend's hosts: check them, clean what crashed runs left, "
+                    "or bring up sshd containers on this machine to try the backend.",
+        example="isrlab ssh check --hosts hosts.yaml",
+        exit_codes="0  done\n2  bad input: a bad hosts file, a host that fails its check",
+        docs="ssh.md")
     ssub = s.add_subparsers(dest="ssh_command", required=True, parser_class=sub._parser_class)
-    ch = ssub.add_parser("check", help="connect to every host of a hosts file and check it "
-                                       "(python3, setsid, ports, iptables) as a run would")
-    ch.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
-    cl = ssub.add_parser("clean", help="stop nodes, delete iptables rules and run directories "
-                                       "that runs whose isrlab process is gone left on the hosts")
-    cl.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+    hosts_help = "which host runs which node (docs/ssh.md)"
+    ch = flags.command_parser(
+        ssub, "check", "connect to every host of a hosts file and check it "
+                       "(python3, setsid, ports, iptables) as a run would",
+        description="Connect to every host of a hosts file and check it as a run would: "
+                    "python3, setsid, free ports, iptables.",
+        example="isrlab ssh check --hosts hosts.yaml",
+        exit_codes="0  every host is fit\n2  a bad hosts file, or a host that is not",
+        docs="ssh.md")
+    ch.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml", help=hosts_help)
+    cl = flags.command_parser(
+        ssub, "clean", "stop nodes, delete iptables rules and run directories "
+                       "that runs whose isrlab process is gone left on the hosts",
+        description="Stop the nodes, delete the iptables rules and run directories that "
+                    "runs whose isrlab process is gone left on the hosts.",
+        example="isrlab ssh clean --hosts hosts.yaml",
+        exit_codes="0  cleaned\n2  a bad hosts file, an unreachable host", docs="ssh.md")
+    cl.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml", help=hosts_help)
     cl.add_argument("--force", action="store_true",
                     help="also runs still going, of another machine, or awaiting "
                          "`isrlab collect`")
-    h = ssub.add_parser("hosts", help="sshd containers on this machine, to try the backend")
+    h = flags.command_parser(
+        ssub, "hosts", "sshd containers on this machine, to try the backend",
+        description="sshd containers on this machine, to try the ssh backend without "
+                    "other machines.",
+        example="isrlab ssh hosts up 3 --out hosts.yaml",
+        exit_codes="0  done\n2  bad input, no Docker engine", docs="ssh.md")
     hsub = h.add_subparsers(dest="hosts_command", required=True, parser_class=sub._parser_class)
-    up = hsub.add_parser("up", help="start N broker hosts and a controller host; write "
-                                    "their hosts file")
-    up.add_argument("n", type=int, metavar="N")
-    up.add_argument("--out", type=Path, required=True, metavar="HOSTS.yaml")
+    up = flags.command_parser(
+        hsub, "up", "start N broker hosts and a controller host; write their hosts file",
+        description="Start N broker hosts and a controller host as sshd containers and "
+                    "write their hosts file.",
+        example="isrlab ssh hosts up 3 --out hosts.yaml",
+        exit_codes="0  started\n2  bad input, no Docker engine\n3  the Docker engine failed",
+        docs="ssh.md")
+    up.add_argument("n", type=int, metavar="N", help="broker hosts to start")
+    up.add_argument("--out", type=Path, required=True, metavar="HOSTS.yaml",
+                    help="the hosts file to write")
     up.add_argument("--base-image", metavar="IMAGE", help="e.g. python:3.11-slim")
     up.add_argument("--quiet", action="store_true", help="no progress lines")
-    down = hsub.add_parser("down", help="remove the containers a hosts file names")
-    down.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml")
+    down = flags.command_parser(
+        hsub, "down", "remove the containers a hosts file names",
+        description="Remove the sshd containers a hosts file names.",
+        example="isrlab ssh hosts down --hosts hosts.yaml",
+        exit_codes="0  removed\n2  bad input, no Docker engine", docs="ssh.md")
+    down.add_argument("--hosts", type=Path, required=True, metavar="HOSTS.yaml",
+                      help="the hosts file `ssh hosts up` wrote")
     return s
 
 

@@ -27,7 +27,6 @@ from typing import Any
 from broker.sim_cluster import Network
 from checker.errors import CheckerError
 from checker.spark import get_session, task_slices
-from contract import PROTOCOLS
 from harness.chaos.runs import parse_sets
 from harness.chaos.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
 from harness.cli import checks, flags
@@ -38,11 +37,22 @@ SWARM = "swarm"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    s = sub.add_parser("swarm", help="simulated chaos runs with randomized configurations, "
-                                     "spread over Spark tasks and checked in one batch")
-    s.add_argument("--protocol", required=True, choices=PROTOCOLS)
-    flags.add_runs_flag(s, default=None, required=True)
-    flags.add_seed_flag(s, "seeds S..S+N-1, one run each (default 0)", default=0)
+    s = flags.command_parser(
+        sub, "swarm", "simulated chaos runs with randomized configurations, "
+                      "spread over Spark tasks and checked in one batch",
+        description="Simulate N chaos runs on the sim backend, seeds S..S+N-1, each "
+                    "drawing its fault mix, acks and configuration from its seed (what "
+                    "--faults, --acks and --set do not pin), as Spark tasks; check them "
+                    "in one batch and say which seeds found which anomaly kinds.",
+        example="isrlab swarm --protocol 0.10 --runs 100 --seed 0",
+        exit_codes="""0  no run shows an anomaly
+1  a run shows an anomaly
+2  bad input, before anything starts
+3  a run could not complete or be checked, or interrupted""",
+        docs="sim.md#swarm")
+    flags.add_protocol_flag(s)
+    flags.add_runs_flag(s, "simulated runs, one per seed", default=None, required=True)
+    flags.add_seed_flag(s, "seeds S..S+N-1, one run each")
     flags.add_master_flag(s)
     flags.add_chaos_flags(s, drawn=True)
     flags.add_time_limit_flag(s, default=SWARM_DEFAULTS["time_limit"])
@@ -50,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"records per second per run (default {SWARM_DEFAULTS['rate']:g})")
     flags.add_runs_dir_flag(s)
     flags.add_network_flags(s)
-    flags.add_output_flags(s)
+    flags.add_output_flags(verbose=True, p=s)
     return s
 
 
@@ -69,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     progress = flags.progress_of(args)
     seeds = list(range(args.seed, args.seed + args.runs))
     progress.line(f"swarm: {args.runs} simulated run(s) of {spec.base.time_limit:g}s under "
-                  f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]}; runs in {batch}")
+                  f"{args.protocol}, seeds {seeds[0]}..{seeds[-1]} (--seed {args.seed}); "
+                  f"runs in {batch}")
     t0 = time.monotonic()
     try:
         spark = get_session(args.master, niced_jit=False)  # its first check is a big batch
@@ -100,36 +111,33 @@ def run(args: argparse.Namespace) -> int:
     total = time.monotonic() - t0
     by_run = {str(r.run_dir): r for r in results}
     found: dict[str, list[int]] = {}
-    rows = []
+    runs = []
     for sim in sorted(sims, key=lambda s: s["seed"]):
         r = by_run.get(sim["run_dir"])
-        kinds = sorted({a["kind"] for a in r.anomalies}) if r is not None else []
-        for k in kinds:
+        for k in (r.summary.get("found") or {}) if r is not None else {}:
             found.setdefault(k, []).append(sim["seed"])
-        rows.append({"seed": sim["seed"], "run_dir": sim["run_dir"],
-                     "verdict": r.verdict if r is not None else None, "kinds": kinds,
-                     "report": checks.report_of(r) if r is not None else None,
-                     "config": sim["config"]})
-        if kinds and not args.json:
-            print(f"seed {sim['seed']}: {', '.join(kinds)} ({_config_line(sim['config'])})\n"
-                  f"  report: {rows[-1]['report']}")
-    summary = {"batch": str(batch), "protocol": args.protocol, "runs": len(sims),
-               "seeds": [seeds[0], seeds[-1]], "spec": spec.as_dict(),
-               "found": {k: len(v) for k, v in sorted(found.items())},
-               "finding_seeds": {k: v for k, v in sorted(found.items())},
-               "seconds": round(total, 1), "simulate_seconds": round(took, 1),
-               "check_seconds": round(total - took, 1),
-               "runs_per_minute": round(len(sims) / total * 60, 1),
-               "ops": sum(s.get("ops", 0) for s in sims),
-               "index": str(batch / INDEX), "rows": rows}
+        extra = {} if r is not None else {"seed": sim["seed"], "protocol": args.protocol,
+                                          "error": sim["error"] or "not checked"}
+        runs.append({**checks.run_json(r, sim["run_dir"]), **extra, "config": sim["config"]})
+        if r is not None and r.anomalies and not args.json:
+            print(f"seed {sim['seed']}: {checks.outcome_line(r)} "
+                  f"({_config_line(sim['config'])})\n  report: {runs[-1]['report']}")
     code = checks.chaos_exit_code(results, [])
-    summary["exit_code"] = code
     if args.json:
-        checks.print_json(summary)
+        checks.print_result_json(
+            "swarm", code, runs, args.seed, batch=str(batch), protocol=args.protocol,
+            seeds={"first": args.seed, "count": args.runs}, spec=spec.as_dict(),
+            found={k: len(v) for k, v in sorted(found.items())},
+            finding_seeds={k: v for k, v in sorted(found.items())},
+            seconds=round(total, 1), simulate_seconds=round(took, 1),
+            check_seconds=round(total - took, 1),
+            runs_per_minute=round(len(sims) / total * 60, 1),
+            ops=sum(s.get("ops", 0) for s in sims), index=str(batch / INDEX))
     else:
+        checks.print_tally(results)
         kinds = "; ".join(f"{k} in {len(v)} seed(s)" for k, v in sorted(found.items()))
         print(f"found: {kinds or 'nothing'} ({len(sims)} runs, {total:.1f}s, "
-              f"{summary['runs_per_minute']:g} runs/min with the check)")
+              f"{len(sims) / total * 60:.1f} runs/min with the check)")
         print(f"index: {batch / INDEX}")
     return code
 

@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from contract import EVENTS, HISTORY, PROTOCOLS
+from contract import EVENTS, HISTORY
 from contract.rundir import read_jsonl, readable_meta
 from harness.cli import flags
 from harness.errors import UsageError
@@ -30,22 +30,21 @@ from reports import trace as trace_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    t = sub.add_parser("trace", help="a scenario on the simulator, fetch round by fetch "
-                                     "round and protocol event: each replica's LEO and HW",
-                       description="Run a scenario on the simulator and print one row per "
-                                   "fetch round that changed something or protocol event "
-                                   "(election, truncation and its rule, HW move, "
-                                   "OffsetsForLeaderEpoch request/answer, produce answer), "
-                                   "with each replica's LEO/HW after it; a legend under "
-                                   "the table explains the notation. Exit 0 once printed, "
-                                   "3 if the run could not complete, 2 for bad input. "
-                                   "Example: isrlab trace kip101-hw-truncation-loss "
-                                   "--protocol 0.10. See docs/sim.md#trace.")
+    t = flags.command_parser(
+        sub, "trace", "a scenario on the simulator, fetch round by fetch round and "
+                      "protocol event: each replica's LEO and HW",
+        description="Run a scenario on the simulator and print one row per fetch round "
+                    "that changed something or protocol event (election, truncation and "
+                    "its rule, HW move, OffsetsForLeaderEpoch request/answer, produce "
+                    "answer), with each replica's LEO/HW after it; a legend under the "
+                    "table explains the notation.",
+        example="isrlab trace kip101-hw-truncation-loss --protocol 0.10",
+        exit_codes="0  traced\n2  bad input\n3  the run could not complete",
+        docs="sim.md#trace")
     t.add_argument("scenario", metavar="NAME|PATH",
-                   help="a catalogue scenario's name (isrlab scenarios) or a scenario file")
-    t.add_argument("--protocol", required=True, choices=PROTOCOLS,
-                   help="the Kafka replication protocol version the brokers follow")
-    flags.add_seed_flag(t, "default 0", default=0)
+                   help="a shipped scenario (isrlab scenarios lists them) or a YAML file")
+    flags.add_protocol_flag(t)
+    flags.add_seed_flag(t, "the run's seed")
     t.add_argument("--variant", help="this variant of the scenario (default: its first)")
     t.add_argument("--topic", help="the partition to trace: topic (default: the workload's)")
     t.add_argument("--partition", type=flags.typed(_partition_number), metavar="N",

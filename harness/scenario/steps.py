@@ -423,11 +423,13 @@ def _partition_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> di
     if shape == "cut":
         if len(sides) != 2:
             raise v.err(at, "cut takes two lists of nodes: [[A], [controller]]")
-        return {"shape": f"cut {sides[0]} from {sides[1]}",
+        # Node names as a person writes them: `cut B from A, controller`.
+        return {"shape": f"cut {', '.join(sides[0])} from {', '.join(sides[1])}",
                 "grudge": grudges.cut(sides[0], sides[1], nodes)}
     if sum(len(s) for s in sides) != len({n for s in sides for n in s}):
         raise v.err(at, "split: a node is in more than one group")
-    return {"shape": f"split {sides}", "grudge": grudges.split(sides, nodes)}
+    return {"shape": "split " + " | ".join(", ".join(g) for g in sides),
+            "grudge": grudges.split(sides, nodes)}
 
 
 def _delay_args(v: Validator, raw: Any, line: int, brokers: list[str]) -> dict[str, Any]:
