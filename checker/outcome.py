@@ -1,18 +1,16 @@
-"""What a run's anomalies did to the data, and whether that matches its scenario,
-in words (the batch index, the swarm index and JUnit).
-
-A stand-in, kept in this one module so the issue's shared verdict vocabulary
-("data lost / replicas diverged / no anomaly" and "reproduced as documented /
-unexpected / not reproduced") can replace it in one edit.
+"""A run's outcome as the batch pages and JUnit group it: the worst of four data
+outcomes (a headline and a colour each) and the documentation word, both from
+checker.verdict's vocabulary (docs/verdicts.md), the one source of the words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from checker.verdict import ERROR, INCOMPLETE, INVALID, NOT_REPRODUCED, VALID
+from checker.verdict import DATA_WORDS, NO_ANOMALY, outcome
 
-LOST, DIVERGED, OTHER, CLEAN = "data lost", "replicas diverged", "other anomaly", "no anomaly"
+LOST, DIVERGED = DATA_WORDS["lost-write"], DATA_WORDS["divergence"]
+OTHER, CLEAN = "other anomaly", NO_ANOMALY
 # The banner/tag class of each data outcome (reports/templates/_style.css).
 CSS = {LOST: "data-loss", DIVERGED: "data-diverged", OTHER: "data-anomaly", CLEAN: "data-clean"}
 
@@ -28,18 +26,7 @@ def data_words(found: Iterable[str]) -> str:
 
 
 def doc_words(verdict: str, scenario: str | None, found: Iterable[str]) -> str:
-    """Whether the run matches its scenario's documentation ('' for a run
-    without a scenario: a chaos run documents nothing)."""
-    if verdict == ERROR:
-        return "not checked"
-    if verdict == INCOMPLETE:
-        return "incomplete"
-    if scenario is None:  # a chaos run: reports.batch says allowed or protocol instead
-        return ""
-    if verdict == INVALID:
-        return "unexpected"
-    if verdict == NOT_REPRODUCED:
-        return "not reproduced"
-    if verdict != VALID:
-        return ""
-    return "reproduced as documented" if any(True for _ in found) else "as documented"
+    """Whether the run matches its scenario's documentation (checker.verdict.outcome;
+    '' for a run without a scenario: a chaos run documents nothing, and the batch
+    pages say "allowed by the configuration" or "protocol" per kind instead)."""
+    return outcome(found, [], verdict, scenario).documentation or ""
