@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from checker import outcome, runconfig
-from checker.verdict import ERROR, INCOMPLETE
+from checker.verdict import ERROR, INCOMPLETE, NOT_CHECKED
 from contract import ANOMALY_KINDS, CHECK, REPORT_HTML
 from contract.rundir import readable_meta
 
@@ -34,7 +34,7 @@ def row(s: dict[str, Any], out: Path) -> dict[str, Any]:
     kinds = [{"kind": k, "n": n,
               "by": runconfig.attribution(k, meta) if chaos else None}
              for k, n in sorted(found.items(), key=lambda kn: _kind_order(kn[0]))]
-    data = outcome.data_words(found) if s["verdict"] != ERROR else "not checked"
+    data = outcome.data_words(found) if s["verdict"] != ERROR else NOT_CHECKED
     return {**s, "meta": meta, "data": data,
             "css": outcome.CSS.get(data, "error"),
             "doc": outcome.doc_words(s["verdict"], s.get("scenario"), found),
