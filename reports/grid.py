@@ -239,8 +239,17 @@ def _fold(interesting: list[bool], make: Callable[[int], Row]) -> tuple[list[Row
     return out, hidden
 
 
+# Golden-angle hues put consecutive epochs far apart, but epochs a Fibonacci
+# number apart (8, 13, 21) land within ~20 degrees: each block of 8 epochs gets
+# its own lightness so those stay apart too (tests/test_report_colours.py).
+_EPOCH_LIGHTNESS = (86, 74, 66)
+
+
 def epoch_colour(epoch: Any) -> str:
-    """A stable, distinct background per leader epoch (golden-angle hues)."""
+    """A stable, distinct background per leader epoch (golden-angle hues, lightness
+    by block of 8 epochs)."""
     if epoch is None:
         return "#eeeeee"
-    return f"hsl({(int(epoch) * 137) % 360}, 70%, 85%)"
+    e = int(epoch)
+    return (f"hsl({round((e * 137.508) % 360, 1)}, 70%, "
+            f"{_EPOCH_LIGHTNESS[(e // 8) % len(_EPOCH_LIGHTNESS)]}%)")
