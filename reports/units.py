@@ -71,8 +71,10 @@ FIGURES: dict[str, tuple[str, str]] = {
     "poll_latency_ms_max": ("poll latency max", "ms"),
     "duration_ns": ("duration", "ns"),
     "unseen_acked": ("acknowledged writes no consumer saw", "writes"),
-    "isr_shrinks": ("ISR shrinks", "events"),
-    "isr_expands": ("ISR expands", "events"),
+    # A leader's ISR change, as Kafka's IsrShrinksPerSec/IsrExpandsPerSec count it: the
+    # members an election drops are not one (the report's ISR chart shows those too).
+    "isr_shrinks": ("ISR shrinks by a leader", "events"),
+    "isr_expands": ("ISR expands by a leader", "events"),
     "leader_elections": ("leader elections", "elections"),
     "truncations": ("truncations", "events"),
 }

@@ -237,7 +237,7 @@ def test_figure_units_agree_with_one() -> None:
     """`1 event`, not `1 events` (issue 45, item 9); other counts keep the plural."""
     from reports.units import figure_row
 
-    assert figure_row("isr_shrinks", 1) == ("ISR shrinks", "1 event")
-    assert figure_row("isr_shrinks", 3) == ("ISR shrinks", "3 events")
+    assert figure_row("isr_shrinks", 1) == ("ISR shrinks by a leader", "1 event")
+    assert figure_row("isr_shrinks", 3) == ("ISR shrinks by a leader", "3 events")
     assert figure_row("leader_elections", 1) == ("leader elections", "1 election")
     assert figure_row("send_latency_ms_max", 1) == ("send latency max", "1 ms")
