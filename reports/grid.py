@@ -241,7 +241,7 @@ def _fold(interesting: list[bool], make: Callable[[int], Row]) -> tuple[list[Row
 
 # Golden-angle hues put consecutive epochs far apart, but epochs a Fibonacci
 # number apart (8, 13, 21) land within ~20 degrees: each block of 8 epochs gets
-# its own lightness so those stay apart too (tests/test_report_colours.py).
+# its own lightness so those stay apart too (tests/test_report_polish.py).
 _EPOCH_LIGHTNESS = (86, 74, 66)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from contract import CHECK, REPORT_HTML, TRACE
+from contract import CHECK, FINAL_PROCESS, REPORT_HTML, TRACE
 from contract.rundir import read_jsonl
 from reports import batch, charts, grid, story, trace
 from reports.rundata import RunData, load
@@ -240,9 +240,17 @@ def _trace(data: RunData) -> dict[str, Any] | None:
             "legend": trace.LEGEND}
 
 
-def _figures(s: dict[str, Any]) -> list[tuple[str, str]]:
+# Figures only a consumer makes: a run without one shows none of them (its "polls
+# ok 0" and "acknowledged writes no consumer saw: all" say nothing).
+_CONSUMER_FIGURES = ("polls_ok", "poll_latency_ms_p50_p95_p99", "poll_latency_ms_max",
+                     "unseen_acked")
+
+
+def _figures(s: dict[str, Any], history: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    consumers = any(op.get("f") == "poll" and op.get("process") != FINAL_PROCESS
+                    for op in history)
     return [figure_row(k, v) for k, v in (s.get("figures") or {}).items()
-            if k != "availability"]
+            if k != "availability" and (consumers or k not in _CONSUMER_FIGURES)]
 
 
 def render_run(run_dir: Path) -> Path:
@@ -278,7 +286,7 @@ def render_run(run_dir: Path) -> Path:
             kinds_checked=s.get("kinds_checked") or [],
             missing=s.get("missing") or [],
             config=_config(data.meta),
-            figures=_figures(s),
+            figures=_figures(s, data.history),
             availability=(s.get("figures") or {}).get("availability") or [],
             final_log=s.get("final_log") or [],
             charts=charts.build(data, facts),

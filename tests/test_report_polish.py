@@ -1,4 +1,5 @@
-"""The report's leader-epoch colours stay apart (issue 45: epochs 0 and 8 shared one)."""
+"""Report details a reader trips on (issue 45): leader-epoch colours that stay apart
+(epochs 0 and 8 shared one), no consumer figures in a run without consumers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import itertools
 import re
 
 from reports.grid import epoch_colour
+from reports.render import _figures
 
 
 def _rgb(css: str) -> tuple[float, ...]:
@@ -26,3 +28,12 @@ def test_the_first_24_epochs_have_colours_apart() -> None:
 def test_an_epoch_keeps_its_colour_and_none_is_grey() -> None:
     assert epoch_colour(5) == epoch_colour("5") == epoch_colour(5)
     assert epoch_colour(None) == "#eeeeee"
+
+
+def test_a_run_without_consumers_shows_no_consumer_figures() -> None:
+    s = {"figures": {"sends": 3, "polls_ok": 0, "unseen_acked": 3, "poll_latency_ms_max": None}}
+    producers_only = [{"f": "send", "process": 0}, {"f": "poll", "process": "final"}]
+    assert [label for label, _ in _figures(s, producers_only)] == ["sends"]
+    with_consumer = [*producers_only, {"f": "poll", "process": 1}]
+    assert [label for label, _ in _figures(s, with_consumer)] == [
+        "sends", "polls ok", "acknowledged writes no consumer saw", "poll latency max"]
