@@ -5,7 +5,7 @@ the replica grid and the whole page.
     python bench/render_report.py RUN_DIR [RUN_DIR ...] [-n 3]
 
 Each RUN_DIR must have been checked (check/summary.json). Prints, per run, its
-history lines and the median of `-n` timings of each part.
+history lines, the median of `-n` timings of each part and the report's size.
 """
 
 from __future__ import annotations
@@ -39,16 +39,17 @@ def main() -> int:
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("-n", type=int, default=3, help="timings per part (median)")
     args = ap.parse_args()
-    print("| run | history lines | read | grid | whole report |")
-    print("|---|---:|---:|---:|---:|")
+    print("| run | history lines | read | grid | whole report | report size |")
+    print("|---|---:|---:|---:|---:|---:|")
     for run in args.runs:
         data = load(run)
         facts = RunFacts(data)
         read = _median(args.n, load, run)
         grids = _median(args.n, grid.build, data, facts)
         whole = _median(args.n, render_run, run)
+        size = render_run(run).stat().st_size
         print(f"| {run.name} | {len(data.history):,} | {read:.1f} s | {grids:.1f} s "
-              f"| {whole:.1f} s |")
+              f"| {whole:.1f} s | {size / 1e6:.2f} MB |")
     return 0
 
 

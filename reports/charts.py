@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from reports.rundata import RunData, pkey
+from reports.rundata import Progress, RunData, pkey, trace_progress
 from reports.story.facts import RunFacts, nodes_of, rule_of
 from reports.units import fmt_seconds, fmt_time, is_number
 
-MAX_TIMELINE_OPS = 4000
-MAX_POINTS = 4000
+MAX_TIMELINE_OPS = 1000  # more: each client lane in LANE_BINS bins (lane_bins)
+LANE_BINS = 400
+MAX_POINTS = 1000  # more: the latency chart's envelope and a sample of the failures
+LATENCY_BINS = 300
 MAX_LEADER_PARTITIONS = 4
 COLOURS = {"ok": "#1f7a3d", "fail": "#b3261e", "info": "#b26a00"}
 FAULT_COLOURS = {"down": "#b3261e", "paused": "#b26a00", "partitioned": "#6a3fb5"}
@@ -268,18 +270,69 @@ def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band
             body.append(f'<line x1="{LEFT}" y1="{py + row / 2}" x2="{W - RIGHT}" '
                         f'y2="{py + row / 2}" class="gl"/>')
         index = {p: i for i, p in enumerate(procs)}
-        for o in ops[:MAX_TIMELINE_OPS]:
-            x0, x1 = sc.x(o["start"]), sc.x(o["end"])
-            py = y + index[o["process"]] * row + 2
-            tip = (f"{o['f']} {o['type']} value={o['value']} offset={o['offset']} "
-                   f"{fmt_time(o['start'] * 1e9)} → {fmt_time(o['end'] * 1e9)}")
-            body.append(f'<rect x="{x0:.1f}" y="{py}" width="{max(x1 - x0, 1.5):.1f}" '
-                        f'height="{row - 4}" fill="{COLOURS.get(o["type"], "#888")}">'
-                        f'{_title(tip)}</rect>')
+        if len(ops) <= MAX_TIMELINE_OPS:
+            for o in ops:
+                x0, x1 = sc.x(o["start"]), sc.x(o["end"])
+                py = y + index[o["process"]] * row + 2
+                tip = (f"{o['f']} {o['type']} value={o['value']} offset={o['offset']} "
+                       f"{fmt_time(o['start'] * 1e9)} → {fmt_time(o['end'] * 1e9)}")
+                body.append(f'<rect x="{x0:.1f}" y="{py}" width="{max(x1 - x0, 1.5):.1f}" '
+                            f'height="{row - 4}" fill="{COLOURS.get(o["type"], "#888")}">'
+                            f'{_title(tip)}</rect>')
+        else:
+            for p, segs in lane_bins(ops, sc.t1).items():
+                py = y + index[p] * row + 2
+                for t0, t1, typ, counts in segs:
+                    x0, x1 = sc.x(t0), sc.x(t1)
+                    tip = (f"client {p}, {fmt_time(t0 * 1e9)} – {fmt_time(t1 * 1e9)}: "
+                           + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+                           + " completed")
+                    body.append(f'<rect x="{x0:.1f}" y="{py}" width="{max(x1 - x0, 1.5):.1f}" '
+                                f'height="{row - 4}" fill="{COLOURS[typ]}">{_title(tip)}</rect>')
         y += len(procs) * row + 4
     body += _x_axis(sc, y)
     legend = _legend(y + 30)
     return _svg(y + 44, body + legend, "cluster timeline")
+
+
+# An aggregated lane's stretch: (from s, to s, the worst outcome in it, completions by type).
+Segment = tuple[float, float, str, dict[str, int]]
+WORST = ("fail", "info", "ok")  # a bin's colour: its worst outcome
+
+
+def lane_bins(ops: list[dict[str, Any]], t1: float, n: int = LANE_BINS
+              ) -> dict[str, list[Segment]]:
+    """Each client's operations over the whole run in `n` equal time bins: a bin
+    takes the worst outcome of the operations in flight in it (fail, then info,
+    then ok), runs of bins alike merge into one stretch, and a bin with no
+    operation in flight is left empty."""
+    width = t1 / n
+    worst: dict[str, list[int]] = {}  # process → per bin: index in WORST, or 3 (none)
+    done: dict[str, list[dict[str, int]]] = {}
+    for o in ops:
+        rank = WORST.index(o["type"]) if o["type"] in WORST else 1
+        bins = worst.setdefault(o["process"], [len(WORST)] * n)
+        ends = done.setdefault(o["process"], [{} for _ in range(n)])
+        b0, b1 = min(int(o["start"] / width), n - 1), min(int(o["end"] / width), n - 1)
+        for b in range(b0, b1 + 1):
+            bins[b] = min(bins[b], rank)
+        ends[b1][o["type"]] = ends[b1].get(o["type"], 0) + 1
+    out: dict[str, list[Segment]] = {}
+    for p, bins in worst.items():
+        segs: list[Segment] = []
+        for b, rank in enumerate(bins):
+            if rank == len(WORST):
+                continue
+            if segs and segs[-1][2] == WORST[rank] and abs(segs[-1][1] - b * width) < 1e-9:
+                t0, _, typ, counts = segs[-1]
+                segs[-1] = (t0, (b + 1) * width, typ, counts)
+            else:
+                counts = {}
+                segs.append((b * width, (b + 1) * width, WORST[rank], counts))
+            for k, v in done[p][b].items():
+                counts[k] = counts.get(k, 0) + v
+        out[p] = segs
+    return out
 
 
 def _proc_key(p: str) -> tuple[int, str]:
@@ -349,10 +402,13 @@ def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list
         d *= 10
     body.append(f'<text x="14" y="{(y0 + y1) / 2}" class="tick" transform="rotate(-90 14 '
                 f'{(y0 + y1) / 2})" text-anchor="middle">latency (log)</text>')
-    keep = [o for o in ops if o["type"] != "ok"]
-    oks = [o for o in ops if o["type"] == "ok"]
-    step = max(1, len(oks) // max(MAX_POINTS - len(keep), 1))
-    for o in (keep + oks[::step])[:MAX_POINTS]:
+    if len(ops) <= MAX_POINTS:
+        shown = ops
+    else:  # the ok ops' envelope per bin, and an even sample of the others
+        body += _latency_envelope(sc, ops, lo, hi, y0, y1)
+        others = [o for o in ops if o["type"] != "ok"]
+        shown = sample(others, MAX_POINTS // 2)
+    for o in shown:
         lat = max((o["end"] - o["start"]) * 1e3, 1e-3)
         x, y = sc.x(o["end"]), _y_log(lat, lo, hi, y0, y1)
         colour = COLOURS.get(o["type"], "#888")
@@ -371,6 +427,47 @@ def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list
                 '<tspan fill="#b26a00">info</tspan>; '
                 'fault windows per broker under the axis</text>')
     return _svg(y + 20, body, "latency")
+
+
+def sample(items: list[Any], n: int) -> list[Any]:
+    """At most n of `items`, evenly spread over them (the first and the last kept)."""
+    if len(items) <= n:
+        return items
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
+
+
+def _latency_envelope(sc: Scale, ops: list[dict[str, Any]], lo: float, hi: float,
+                      y0: float, y1: float) -> list[str]:
+    """The ok ops' latency per LATENCY_BINS bin of completion time: a band from the
+    lowest to the highest, a line at the median."""
+    width = sc.t1 / LATENCY_BINS
+    bins: dict[int, list[float]] = {}
+    for o in ops:
+        if o["type"] == "ok":
+            bins.setdefault(int(o["end"] / width), []).append(
+                max((o["end"] - o["start"]) * 1e3, 1e-3))
+    runs: list[list[int]] = []  # runs of consecutive bins: no band across a gap
+    for b in sorted(bins):
+        if runs and runs[-1][-1] == b - 1:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
+    colour = COLOURS["ok"]
+    out = []
+    for run in runs:
+        top, bottom, mid = [], [], []
+        for b in run:
+            lats = sorted(bins[b])
+            for x in (sc.x(b * width), sc.x((b + 1) * width)):
+                top.append(f"{x:.1f},{_y_log(lats[-1], lo, hi, y0, y1):.1f}")
+                bottom.append(f"{x:.1f},{_y_log(lats[0], lo, hi, y0, y1):.1f}")
+                mid.append(f"{x:.1f},{_y_log(lats[len(lats) // 2], lo, hi, y0, y1):.1f}")
+        out += [f'<polygon points="{" ".join(top + bottom[::-1])}" fill="{colour}" '
+                'fill-opacity=".25" stroke="none"><title>ok: lowest to highest latency per '
+                'bin</title></polygon>',
+                f'<polyline points="{" ".join(mid)}" fill="none" stroke="{colour}" '
+                'stroke-width="1.5"><title>ok: median latency per bin</title></polyline>']
+    return out
 
 
 def throughput(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list[str]
@@ -416,48 +513,115 @@ def _int_ticks(top: float, n: int = 5) -> list[float]:
     return [float(i * step) for i in range(int(top // step) + 1)]
 
 
-def _progress_series(facts: RunFacts, part: str
-                     ) -> dict[tuple[str, str], list[tuple[float, int]]]:
-    """(node, HW|LEO) → [(t, value)] from the events that carry them."""
-    series: dict[tuple[str, str], list[tuple[float, int]]] = {}
+# A replica's state after one observation: (seconds, HW, LEO).
+State = tuple[float, int, int]
+# One column of a progress chart: (seconds, (HW low, high, last), (LEO low, high, last)).
+Column = tuple[float, tuple[int, int, int], tuple[int, int, int]]
+PROGRESS_COLUMNS = 300
+PROGRESS_NOTE = (
+    "HW (solid) and LEO (dashed) per replica, the ISR size, and leader changes. The LEO "
+    "is what events report (a start, a leadership change, a truncation) raised by the "
+    "appends the run shows: each acknowledged offset on the broker that acknowledged "
+    "it, and each HW move (a replica holds the records below its HW). A long run is "
+    f"drawn in {PROGRESS_COLUMNS} columns of equal time, each spanning the lowest to the "
+    "highest value in it.")
 
-    def add(node: str, k: str, t: float | None, v: Any) -> None:
-        if t is not None and isinstance(v, int) and not isinstance(v, bool):
-            series.setdefault((node, k), []).append((t, v))
 
-    for it in sorted(facts.items.values(), key=lambda i: i.time or 0):
-        if it.source != "event":
+def progress_states(data: RunData, facts: RunFacts, part: str,
+                    trace: Progress | None = None) -> dict[str, list[State]]:
+    """node → its (t, HW, LEO) after each observation of `part`, in time order.
+
+    LEO is set by the events that report it (started, became-leader/-follower,
+    a truncation's "to") and by a sim run's fetch-round trace (the exact LEO and
+    HW after each round); it rises with the appends the run shows: an
+    acknowledged send's offset on the broker that acknowledged it, and every HW
+    move (a replica's HW is a minimum over LEOs that include its own, so the
+    replica holds the records below it). A truncation lowers the HW with the LEO.
+    """
+    obs: list[tuple[int, int, str, str, Any, Any]] = []  # (t, order, node, kind, a, b)
+    for it in facts.items.values():
+        if it.source != "event" or it.time is None:
             continue
-        t = _s(it.time)
         if it.type == "started":
             leo, hw = facts.started_leo(it, part)
-            add(it.node, "LEO", t, leo)
-            add(it.node, "HW", t, hw)
+            if leo is not None and hw is not None:
+                obs.append((it.time, 0, it.node, "set", leo, hw))
             continue
         if pkey(it.get("topic"), it.get("partition")) != part or it.node == "controller":
             continue
-        if it.type == "hw-advance":
-            add(it.node, "HW", t, it.get("new"))
-        elif it.type == "truncate":
-            add(it.node, "LEO", t, it.get("to"))
-        else:
-            add(it.node, "HW", t, it.get("hw"))
-            add(it.node, "LEO", t, it.get("leo"))
-    return series
+        if it.type in ("became-leader", "became-follower"):
+            leo, hw = it.get("leo"), it.get("hw")
+            if isinstance(leo, int) and isinstance(hw, int):
+                obs.append((it.time, 0, it.node, "set", leo, hw))
+        elif it.type == "truncate" and isinstance(it.get("to"), int):
+            obs.append((it.time, 0, it.node, "truncate", it.get("to"), None))
+        elif it.type == "hw-advance" and isinstance(it.get("new"), int):
+            obs.append((it.time, 1, it.node, "hw", it.get("new"), None))
+    for op in data.history:
+        if (op.get("f") == "send" and op.get("type") == "ok" and isinstance(op.get("offset"), int)
+                and is_number(op.get("time")) and op.get("node") is not None
+                and pkey(op.get("topic"), op.get("partition")) == part):
+            obs.append((op["time"], 2, str(op["node"]), "ack", op["offset"] + 1, None))
+    for node, rows in (trace or {}).get(part, {}).items():
+        obs += [(t, 3, node, "set", leo, hw) for t, leo, hw in rows]
+    out: dict[str, list[State]] = {}
+    now: dict[str, tuple[int | None, int | None]] = {}  # node → (HW, LEO)
+    for t, _, node, kind, a, b in sorted(obs, key=lambda o: (o[0], o[1])):
+        hw, leo = now.get(node, (None, None))
+        if kind == "set":
+            leo, hw = a, b
+        elif kind == "truncate":
+            leo, hw = a, None if hw is None else min(hw, a)
+        elif kind == "hw":
+            hw, leo = a, a if leo is None else max(leo, a)
+        else:  # an ack: the broker that acknowledged the offset holds it
+            leo = a if leo is None else max(leo, a)
+        if (hw, leo) != now.get(node):
+            now[node] = (hw, leo)
+            if hw is not None and leo is not None:
+                out.setdefault(node, []).append((t / 1e9, hw, leo))
+    return out
 
 
-def replica_progress(facts: RunFacts, sc: Scale, part: str, nodes: list[str],
-                     bands: list[Band]) -> str | None:
-    series = _progress_series(facts, part)
+def progress_columns(states: list[State], t1: float,
+                     n: int = PROGRESS_COLUMNS) -> list[Column]:
+    """A replica's states as drawn: each state its own column when there are at
+    most 2n of them, else n columns of equal time, each with the lowest, the
+    highest and the last HW and LEO in it (the value carried into a column counts
+    as in it). Both lines share the columns, and a replica whose HW never exceeds
+    its LEO has HW ≤ LEO in every low, high and last."""
+    if len(states) <= 2 * n:
+        return [(t, (h, h, h), (e, e, e)) for t, h, e in states]
+    width = t1 / n
+    out: list[Column] = []
+    carry: tuple[int, int] | None = None
+    col: list[tuple[int, int]] = []
+    col_i = -1
+    for t, h, e in [*states, (math.inf, 0, 0)]:
+        i = int(t / width) if t != math.inf else -2
+        if i != col_i and col:
+            hs, es = [x[0] for x in col], [x[1] for x in col]
+            out.append((col_i * width, (min(hs), max(hs), hs[-1]), (min(es), max(es), es[-1])))
+            carry = col[-1]
+            col = []
+        col_i = i
+        col += ([carry] if carry is not None and not col else []) + [(h, e)]
+    return out
+
+
+def replica_progress(data: RunData, facts: RunFacts, sc: Scale, part: str, nodes: list[str],
+                     bands: list[Band], trace: Progress | None = None) -> str | None:
+    cols = {node: progress_columns(st, sc.t1)
+            for node, st in progress_states(data, facts, part, trace).items()}
     changes = facts.isr_changes.get(part) or [  # no controller events: any that say
         it for it in sorted(facts.items.values(), key=lambda i: i.time or 0)
         if it.source == "event" and pkey(it.get("topic"), it.get("partition")) == part]
     isr = [(_s(it.time) or 0.0, len(it.get("isr"))) for it in changes
            if isinstance(it.get("isr"), list)]
-    if not series and not isr:
+    if not cols and not isr:
         return None
     y0, y1 = 22, 200
-    top_off = max([v for pts in series.values() for _, v in pts] + [1])
+    top_off = max([c[2][1] for cs in cols.values() for c in cs] + [1])
     top_isr = max([n for _, n in isr] + [1])
     body = _plot_area(sc, y0, y1)
     for v in _int_ticks(top_off):
@@ -481,17 +645,25 @@ def replica_progress(facts: RunFacts, sc: Scale, part: str, nodes: list[str],
         body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="#9aa3ad" '
                     'stroke-width="6" stroke-opacity=".45"><title>ISR size</title></polyline>')
     colour = {n: NODE_COLOURS[i % len(NODE_COLOURS)] for i, n in enumerate(nodes)}
-    for (node, k), pts in sorted(series.items()):
-        path = []
-        for i, (t, v) in enumerate(pts):
-            y = y1 - v / top_off * (y1 - y0)
-            t_next = pts[i + 1][0] if i + 1 < len(pts) else sc.t1
-            path.append(f"{sc.x(t):.1f},{y:.1f} {sc.x(t_next):.1f},{y:.1f}")
-        dash = "" if k == "HW" else ' stroke-dasharray="4 3"'
-        off = -1.5 if k == "HW" else 1.5  # keep equal HW and LEO lines apart
-        body.append(f'<polyline points="{" ".join(path)}" fill="none" '
-                    f'stroke="{colour.get(node, "#555")}" stroke-width="2"{dash} '
-                    f'transform="translate(0 {off})">{_title(f"{node} {k}")}</polyline>')
+    for node, cs in sorted(cols.items()):
+        for k, which in (("HW", 1), ("LEO", 2)):
+            path: list[str] = []
+            for i, c in enumerate(cs):
+                t_next = cs[i + 1][0] if i + 1 < len(cs) else sc.t1
+                lo, hi, last = c[which]
+                x = f"{sc.x(c[0]):.1f}"
+                prev = None
+                for v in (lo, hi, last):  # the column's range, ending at its last value
+                    if v != prev:
+                        path.append(f"{x},{y1 - v / top_off * (y1 - y0):.1f}")
+                    prev = v
+                path.append(f"{sc.x(t_next):.1f},{y1 - last / top_off * (y1 - y0):.1f}")
+            dash = "" if k == "HW" else ' stroke-dasharray="4 3"'
+            off = -1.5 if k == "HW" else 1.5  # keep equal HW and LEO lines apart
+            body.append(f'<polyline data-replica="{escape(node)}" data-line="{k}" '
+                        f'points="{" ".join(path)}" fill="none" '
+                        f'stroke="{colour.get(node, "#555")}" stroke-width="2"{dash} '
+                        f'transform="translate(0 {off})">{_title(f"{node} {k}")}</polyline>')
     for el in facts.elections.get(part, []):
         x = sc.x(el.time / 1e9)
         body.append(_link(el.item.id, f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y1}" '
@@ -504,7 +676,7 @@ def replica_progress(facts: RunFacts, sc: Scale, part: str, nodes: list[str],
     legend = []
     x = LEFT
     for n in nodes:
-        if any(node == n for node, _ in series):
+        if n in cols:
             legend.append(f'<line x1="{x}" y1="{y + 8}" x2="{x + 18}" y2="{y + 8}" '
                           f'stroke="{colour[n]}" stroke-width="2"/><text x="{x + 22}" '
                           f'y="{y + 12}" class="tick">{escape(n)} HW</text>'
@@ -540,17 +712,31 @@ def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
             "note": ("Each broker's lane: when it led (blue bar), its own fault windows "
                      "(thin band), its elections, truncations and power cycles "
                      "(markers link to the timeline table); below, each client's operations."
-                     + (f" First {MAX_TIMELINE_OPS} of {len(ops)} operations."
+                     + (f" The {len(ops):,} operations are drawn in {LANE_BINS} time bins of "
+                        f"{fmt_seconds(round(sc.t1 / LANE_BINS, 3))} per client, over the "
+                        "whole run: a bin is red if an operation in flight in it failed, amber "
+                        "if one ended indeterminate (info), green if all completed ok, empty "
+                        "if the client had none in flight; its tooltip counts them."
                         if len(ops) > MAX_TIMELINE_OPS else ""))}]
+    trace = trace_progress(data.path)
     for part in sorted({p for ps in (facts.elections, facts.truncs) for p in ps})[:4]:
-        svg = replica_progress(facts, sc, part, nodes, bands)
+        svg = replica_progress(data, facts, sc, part, nodes, bands, trace)
         if svg:
             out.append({"title": f"Replica progress {part}", "html": svg,
-                        "note": "HW (solid) and LEO (dashed) per replica as its events "
-                                "report them, the ISR size, and leader changes."})
+                        "note": PROGRESS_NOTE + (" From the sim backend's fetch-round trace "
+                                                 "too: the exact LEO and HW after each round."
+                                                 if trace else "")})
     if ops:
+        others = sum(1 for o in ops if o["type"] != "ok")
         out.append({"title": "Latency", "html": latency(sc, ops, bands, nodes),
-                    "note": "Each completed client operation at its completion time."})
+                    "note": "Each completed client operation at its completion time." if
+                    len(ops) <= MAX_POINTS else
+                    f"The {len(ops) - others:,} ok operations as a band per "
+                    f"{fmt_seconds(round(sc.t1 / LATENCY_BINS, 3))} of completion time, from "
+                    "the lowest to the highest latency, with a line at the median; the "
+                    f"{others:,} failed or indeterminate ones as points at their completion "
+                    "time" + (f" (an even sample of {MAX_POINTS // 2})"
+                              if others > MAX_POINTS // 2 else "") + "."})
         svg, _ = throughput(sc, ops, bands, nodes)
         out.append({"title": "Throughput", "html": svg, "note": ""})
     return out

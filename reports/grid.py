@@ -20,10 +20,13 @@ from reports.rundata import Replica, RunData, pkey
 from reports.story.facts import RunFacts, rule_of
 from reports.units import fmt_time
 
-MAX_ROWS = 400
+MAX_ROWS = 400  # rows besides the anomalies' own offsets and their context
+MAX_ANOMALY_ROWS = 1000  # an anomaly's offsets shown per partition (the lowest)
 MAX_GHOSTS = 200  # ghost rows per partition (the lowest offsets)
 CONTEXT = 3
 EDGE = 20
+# The rows a fold keeps, by what they are.
+PLAIN, MARKED, ANOMALY = 0, 1, 2
 
 
 @dataclass
@@ -47,6 +50,11 @@ class Row:
     gap: int = 0  # >0: a fold standing for this many hidden rows
     ghost: bool = False  # acknowledged, but in no replica's log any more
     acked: list[tuple[Any, bool]] = field(default_factory=list)  # (value, lost) acked here
+
+    @property
+    def lost(self) -> bool:
+        """A value acknowledged here is lost."""
+        return any(lost for _, lost in self.acked)
 
 
 @dataclass
@@ -95,6 +103,14 @@ class Grid:
     rows: list[Row] = field(default_factory=list)
     epochs: list[int] = field(default_factory=list)
     hidden: int = 0
+    # the checker's anomalies here: kind → the offsets they name (all shown)
+    anomalies: dict[str, list[int]] = field(default_factory=dict)
+    unshown: int = 0  # anomaly offsets beyond MAX_ANOMALY_ROWS (not shown)
+
+    @property
+    def anchor(self) -> str:
+        """The id of the partition's heading (report.html#grid-t-2)."""
+        return "grid-" + self.partition.replace("/", "-")
 
 
 def _final_log(data: RunData) -> dict[str, dict[int, Any]]:
@@ -140,29 +156,61 @@ def ghost_cell(facts: RunFacts, broker: str, part: str, off: int) -> Cell:
     return Cell()
 
 
+def anomaly_offsets(witness: Any) -> set[int]:
+    """Every offset a witness names: the ints under an "offset" or "acked_offset"
+    key and in an "offsets" list (of ints or of objects with an offset), at any depth; what
+    "leo" and "hw" say about a replica's state is not an anomaly's offset."""
+    out: set[int] = set()
+    if isinstance(witness, dict):
+        for k, v in witness.items():
+            if k in ("offset", "acked_offset") and isinstance(v, int) and not isinstance(v, bool):
+                out.add(v)
+            elif k == "offsets" and isinstance(v, list):
+                out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
+                out.update(*(anomaly_offsets(x) for x in v if isinstance(x, dict)))
+            else:
+                out |= anomaly_offsets(v)
+    elif isinstance(witness, list):
+        for x in witness:
+            out |= anomaly_offsets(x)
+    return out
+
+
 def build(data: RunData, facts: RunFacts | None = None) -> list[Grid]:
+    """One grid per partition: those with an anomaly first, then the others."""
     facts = facts or RunFacts(data)
     acked = _acked(data)
     lost: dict[str, set[Any]] = {}
     divergent: dict[str, set[int]] = {}
+    named: dict[str, dict[str, set[int]]] = {}  # partition → kind → offsets
     for a in data.anomalies:
         k = pkey(a.get("topic"), a.get("partition"))
         if a["kind"] == "lost-write":
             lost.setdefault(k, set()).add(a["witness"].get("value"))
         elif a["kind"] == "divergence":
             divergent.setdefault(k, set()).update(o["offset"] for o in a["witness"]["offsets"])
+        named.setdefault(k, {}).setdefault(a["kind"], set()).update(
+            anomaly_offsets(a.get("witness")))
     finals = _final_log(data)
     parts = sorted(
         {p for logs in data.logs.values() for p in logs}
         | {p for st in data.states.values() for p in st}
     )
-    return [_partition_grid(data, facts, part, lost.get(part, set()),
-                            divergent.get(part, set()), acked.get(part, {}),
-                            finals.get(part, {})) for part in parts]
+    grids = [_partition_grid(data, facts, part, lost.get(part, set()),
+                             divergent.get(part, set()), acked.get(part, {}),
+                             finals.get(part, {}), named.get(part, {})) for part in parts]
+    return sorted(grids, key=lambda g: not g.anomalies)  # stable: by partition within
+
+
+def _lost_offsets(acked_p: dict[int, list[Any]], lost_p: set[Any]) -> set[int]:
+    """Where each lost value was acknowledged: the offset to show even when the
+    replicas now hold another record there (it was overwritten, not removed)."""
+    return {off for off, vals in acked_p.items() if any(v in lost_p for v in vals)}
 
 
 def _partition_grid(data: RunData, facts: RunFacts, part: str, lost_p: set[Any], div_p: set[int],
-                    acked_p: dict[int, list[Any]], final: dict[int, Any]) -> Grid:
+                    acked_p: dict[int, list[Any]], final: dict[int, Any],
+                    named: dict[str, set[int]]) -> Grid:
     brokers = sorted(
         b for b in data.logs if part in data.logs[b] or part in data.states.get(b, {})
     )
@@ -170,6 +218,11 @@ def _partition_grid(data: RunData, facts: RunFacts, part: str, lost_p: set[Any],
     states = [data.states.get(b, {}).get(part, {}) for b in brokers]
     top = max([max(m, default=-1) for m in logs] + [max(final, default=-1)])
     ghosts = sorted(o for o in acked_p if o > top)[:MAX_GHOSTS]
+    if lost_p:  # a witness without its offset: where the lost values were acknowledged
+        named = {**named, "lost-write": named.get("lost-write", set())
+                 | _lost_offsets(acked_p, lost_p)}
+    must = set(div_p) | {o for offs in named.values() for o in offs}
+    shown_must = set(sorted(o for o in must if 0 <= o <= top)[:MAX_ANOMALY_ROWS])
     # One cheap pass decides which offsets are worth a row (a chaos run has hundreds
     # of thousands); Row and Cell objects are made for those only.
     epochs: set[Any] = set()
@@ -183,8 +236,9 @@ def _partition_grid(data: RunData, facts: RunFacts, part: str, lost_p: set[Any],
                 present.add((r.get("epoch"), r.get("value")))
                 lost_here = lost_here or r.get("value") in lost_p
         epochs.update(e for e, _ in present if e is not None)
-        interesting.append(len(present) > 1 or off in div_p or lost_here)
-    interesting += [True] * len(ghosts)
+        interesting.append(ANOMALY if off in shown_must or lost_here else
+                           MARKED if len(present) > 1 else PLAIN)
+    interesting += [ANOMALY] * len(ghosts)
 
     def make(i: int) -> Row:
         if i > top:
@@ -206,27 +260,42 @@ def _partition_grid(data: RunData, facts: RunFacts, part: str, lost_p: set[Any],
                    divergent=i in div_p, acked=[(v, v in lost_p) for v in acked_p.get(i, [])])
 
     heads = [head(b, data.replicas.get(b), st) for b, st in zip(brokers, states, strict=True)]
-    g = Grid(part, brokers, states, heads, epochs=sorted(epochs))
+    g = Grid(part, brokers, states, heads, epochs=sorted(epochs),
+             anomalies={k: sorted(v) for k, v in sorted(named.items())},
+             unshown=len({o for o in must if 0 <= o <= top} - shown_must))
     g.rows, g.hidden = _fold(interesting, make)
     return g
 
 
-def _fold(interesting: list[bool], make: Callable[[int], Row]) -> tuple[list[Row], int]:
+def _fold(interesting: list[int], make: Callable[[int], Row]) -> tuple[list[Row], int]:
     """The rows shown (made by `make(i)`) and how many are hidden: all of them up to
-    MAX_ROWS, else the first and last EDGE rows and CONTEXT rows around each
-    interesting one (a divergence, a lost write, a ghost), folds standing for the rest."""
+    MAX_ROWS, else every ANOMALY row (an anomaly's offset, a lost value, a ghost)
+    with CONTEXT rows around it, then -- up to MAX_ROWS more -- the first rows
+    (CONTEXT of them when there is an anomaly to show, else EDGE), the last EDGE,
+    and CONTEXT rows around each MARKED one; folds stand for the rest."""
     n = len(interesting)
     if n <= MAX_ROWS:
         return [make(i) for i in range(n)], 0
-    keep = set(range(EDGE)) | set(range(n - EDGE, n))
-    for i, hit in enumerate(interesting):
-        if hit:
-            keep.update(range(i - CONTEXT, i + CONTEXT + 1))
+    must: set[int] = set()
+    for i, level in enumerate(interesting):
+        if level == ANOMALY:
+            must.update(range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)))
+    head = CONTEXT if must else EDGE
+    extra = [*range(head), *range(n - EDGE, n),
+             *(i for i, lv in enumerate(interesting) if lv == MARKED)]
+    keep = set(must)
+    for i in extra:  # in this order: the head, the tail, the marked rows
+        if len(keep - must) >= MAX_ROWS:
+            break
+        if interesting[i] == MARKED:
+            keep.update(range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)))
+        else:
+            keep.add(i)
     out: list[Row] = []
     hidden = 0
     gap = 0
     for i in range(n):
-        if i in keep and len(out) < MAX_ROWS:
+        if i in keep:
             if gap:
                 out.append(Row(-1, [], Cell(), gap=gap))
                 gap = 0

@@ -193,17 +193,30 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-def _timeline(facts: story.RunFacts, st: story.Story) -> tuple[list[dict[str, Any]], int]:
+# Events a long run has one of per replica per fetch round: left out of a table
+# that would go over MAX_EVENTS (the replica progress charts draw them).
+ROUTINE = ("hw-advance", "hw-checkpoint")
+
+
+def _timeline(facts: story.RunFacts, st: story.Story
+              ) -> tuple[list[dict[str, Any]], int, int]:
     """Protocol events, nemesis ops, the final reads and the client ops the story
-    names, in time order; at most MAX_EVENTS rows besides those the story links."""
+    names, in time order; at most MAX_EVENTS rows besides those the story links,
+    without the ROUTINE events the story does not link when all would be more.
+    Returns the rows, how many there are in all and how many ROUTINE left out."""
     refs: dict[str, list[int]] = {}
     for ln in st.lines:
         if ln.ref:
             refs.setdefault(ln.ref, []).append(ln.n)
     items = sorted(facts.items.values(), key=lambda it: (it.time is None, it.time or 0))
+    total = sum(1 for it in items if it.source != "client" or it.in_story)
+    routine = sum(1 for it in items if it.source == "event" and it.type in ROUTINE
+                  and it.id not in refs) if total > MAX_EVENTS else 0
     rows, shown = [], 0
     for it in items:
         if it.source == "client" and not it.in_story:
+            continue
+        if routine and it.source == "event" and it.type in ROUTINE and it.id not in refs:
             continue
         if shown >= MAX_EVENTS and it.id not in refs:
             continue
@@ -211,8 +224,7 @@ def _timeline(facts: story.RunFacts, st: story.Story) -> tuple[list[dict[str, An
         rows.append({"id": it.id, "time": fmt_time(it.time), "node": it.node,
                      "type": it.type, "details": _details(it), "story": refs.get(it.id, []),
                      "source": it.source})
-    total = sum(1 for it in items if it.source != "client" or it.in_story)
-    return rows, total
+    return rows, total, routine
 
 
 MAX_TRACE_ROWS = 300
@@ -259,7 +271,7 @@ def render_run(run_dir: Path) -> Path:
     s = data.summary
     facts = story.RunFacts(data)
     st, _ = story.build(data, facts)
-    timeline, timeline_total = _timeline(facts, st)
+    timeline, timeline_total, timeline_routine = _timeline(facts, st)
     html = (
         _env()
         .get_template("run.html")
@@ -293,6 +305,7 @@ def render_run(run_dir: Path) -> Path:
             grids=grid.build(data, facts),
             timeline=timeline,
             timeline_total=timeline_total,
+            timeline_routine=timeline_routine,
             trace=_trace(data),
             brokers=(data.meta.get("cluster") or {}).get("brokers") or [],
             max_lines=story.MAX_LINES,

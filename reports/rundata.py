@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import ANOMALIES_JSON, ASSERTIONS_JSON, CHECK, REPLICAS, SUMMARY_JSON
+from contract import ANOMALIES_JSON, ASSERTIONS_JSON, CHECK, REPLICAS, SUMMARY_JSON, TRACE
 from contract.rundir import (
     RunDirError,
     read_events,
@@ -124,3 +124,36 @@ def _check_object(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+# (time ns, LEO, HW), per partition key and replica
+Progress = dict[str, dict[str, list[tuple[int, int, int]]]]
+
+
+def trace_progress(run_dir: Path) -> Progress:
+    """Each replica's LEO and HW after every fetch round that moved them, from a sim
+    run's trace.jsonl ({} without one). Streamed: a long run's trace has hundreds
+    of thousands of rows, of which only the moves are kept; an unreadable line
+    (a torn last one) is left out."""
+    out: Progress = {}
+    last: dict[tuple[str, str], tuple[int, int]] = {}
+    try:
+        f = open(Path(run_dir) / TRACE, "rb")  # noqa: SIM115 -- closed below
+    except OSError:
+        return out
+    with f:
+        for line in f:
+            try:
+                row = json.loads(line)
+                t, part = int(row["time"]), pkey(row.get("topic"), row.get("partition"))
+                replicas = row.get("replicas") or {}
+            except (ValueError, KeyError, TypeError):
+                continue
+            for node, r in replicas.items():
+                leo, hw = (r.get("leo"), r.get("hw")) if isinstance(r, dict) else (None, None)
+                if not (isinstance(leo, int) and isinstance(hw, int)):
+                    continue  # down: its LEO is unknown until it reports one
+                if last.get((part, node)) != (leo, hw):
+                    last[(part, node)] = (leo, hw)
+                    out.setdefault(part, {}).setdefault(node, []).append((t, leo, hw))
+    return out

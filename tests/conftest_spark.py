@@ -376,3 +376,37 @@ def checked_scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         assert len(results) == len(SHIPPED)
         _SCENARIO_RUNS.update({records[r.run_dir.resolve()]: r for r in results})
     return _SCENARIO_RUNS
+
+
+# -- a chaos run whose loss is an overwritten record, simulated and checked --------
+# Seed 11 of `isrlab chaos --protocol 0.10 --faults kill,power-cycle --backend sim`
+# (the default rate): C acknowledges t/1 offsets 7925-7926 at 12 s, A truncates
+# them away and, elected, writes other values there -- no replica holds the
+# acknowledged ones, so the replica table has nothing marked lost to show unless
+# it shows the anomaly's offsets themselves.
+CHAOS_LOSS_SEED = 11
+CHAOS_LOSS = ("t/1", [7925, 7926])
+_CHAOS_LOSS: list[RunResult] = []
+
+
+def checked_chaos_loss(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """The checked sim chaos run of seed CHAOS_LOSS_SEED (14 s of faults)."""
+    if not _CHAOS_LOSS:
+        import io
+
+        from harness.chaos.runs import ChaosConfig, chaos_run
+        from harness.progress import Progress
+        from harness.run.runner import RunOptions, run_scenario
+        from nemesis.schedule import parse_faults
+
+        root = tmp_path_factory.mktemp("chaos-loss")
+        cfg = ChaosConfig(protocol="0.10", time_limit=14.0,
+                          faults=parse_faults("kill,power-cycle"))
+        scenario, meta = chaos_run(cfg, CHAOS_LOSS_SEED)
+        rec = run_scenario(scenario, RunOptions(protocol="0.10", backend="sim",
+                                                seed=CHAOS_LOSS_SEED, runs_dir=root,
+                                                meta=meta), Progress(io.StringIO()))
+        assert rec.error is None, rec.error
+        (result,) = check_runs([rec.run_dir])
+        _CHAOS_LOSS.append(result)
+    return _CHAOS_LOSS[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import skip_unless_required
-from conftest_spark import checked_odd_runs, checked_scenario_runs
+from conftest_spark import CHAOS_LOSS, checked_chaos_loss, checked_odd_runs, checked_scenario_runs
 
 from checker.api import RunResult
 from reports.render import render_run
@@ -83,8 +83,9 @@ def png_pixel(path: Path, x: int, y: int) -> tuple[int, int, int]:
     return tuple(prev[x * bpp : x * bpp + 3])  # type: ignore[return-value]
 
 
-def screenshot(report: Path, shot: Path) -> list[str]:
-    """Open the report in headless Chromium, save a PNG; the console's error lines."""
+def screenshot(report: Path, shot: Path, anchor: str = "") -> list[str]:
+    """Open the report (at `anchor`, "#id") in headless Chromium, save a PNG; the
+    console's error lines."""
     proc = subprocess.run(
         [
             CHROMIUM,
@@ -96,7 +97,7 @@ def screenshot(report: Path, shot: Path) -> list[str]:
             "--virtual-time-budget=5000",
             f"--screenshot={shot}",
             "--window-size=1200,1600",
-            report.as_uri(),
+            report.as_uri() + anchor,
         ],
         capture_output=True,
         text=True,
@@ -148,12 +149,12 @@ addEventListener("load", () => {
 </script>"""
 
 
-def probe(report: Path, tmp: Path) -> dict:
+def probe(report: Path, tmp: Path, script: str = PROBE, anchor: str = "") -> dict:
     copy = tmp / "probe.html"
-    copy.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
+    copy.write_text(report.read_text().replace("</body>", script + "</body>"))
     proc = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-         "--virtual-time-budget=5000", "--window-size=1200,1600", copy.as_uri()],
+         "--virtual-time-budget=5000", "--window-size=1200,1600", copy.as_uri() + anchor],
         capture_output=True, text=True, timeout=120)
     m = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, flags=re.S)
     assert m, proc.stderr[-2000:]
@@ -189,3 +190,48 @@ def test_first_screen_of_a_real_loss(tmp_path_factory: pytest.TempPathFactory,
     # character (a scenario's text may be in any language) is drawn with a real glyph.
     assert "docs/catalogue.md#kip101-hw-truncation-loss" in got["source"]["text"]
     assert got["cjk"], "no CJK font: install Debian's fonts-noto-cjk (run-tests does)"
+
+
+# Opened at a partition's table (report.html#grid-t-1): where its rows are drawn
+# in the window, and the order of the partitions' tables.
+GRID_PROBE = r"""<script>
+addEventListener("load", () => {
+  const h3 = document.getElementById(location.hash.slice(1));
+  let table = h3.nextElementSibling;
+  while (table.tagName !== "TABLE") table = table.nextElementSibling;
+  const rows = Array.from(table.querySelectorAll("tr")).filter(r => r.querySelector("td.off"))
+    .map(r => { const b = r.getBoundingClientRect();
+      return {offset: r.querySelector("td.off").innerText, top: b.top, bottom: b.bottom,
+              height: b.height, text: r.innerText, colour: getComputedStyle(
+                r.querySelector("td.off")).color}; });
+  const out = {rows, window: innerHeight,
+               order: Array.from(document.querySelectorAll("h3[id^=grid-]")).map(h => h.id)};
+  const pre = document.createElement("pre"); pre.id = "probe";
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_lost_offsets_of_a_chaos_run_on_the_first_screen_of_their_table(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """A sim chaos run whose acknowledged records were overwritten (not removed):
+    opened at their partition's table, the lost offsets' rows are drawn within the
+    first window, in the loss colour, with the struck acknowledged value."""
+    run = checked_chaos_loss(tmp_path_factory)
+    report = render_run(run.run_dir)
+    part, offsets = CHAOS_LOSS
+    anchor = "#grid-" + part.replace("/", "-")
+    text = report.read_text()
+    assert f'<h3 id="{anchor[1:]}">{part}</h3>' in text
+    shot = tmp_path / "grid.png"
+    assert screenshot(report, shot, anchor) == []
+    assert png_distinct_bytes(shot) > 16
+    got = probe(report, tmp_path, GRID_PROBE, anchor)
+    assert got["order"][0] == anchor[1:]  # the anomalous partition's table comes first
+    rows = {r["offset"]: r for r in got["rows"]}
+    for off in offsets:
+        row = rows[str(off)]
+        assert 0 <= row["top"] and row["bottom"] <= got["window"] and row["height"] > 10, row
+        assert row["colour"] == "rgb(179, 38, 30)", row
+        acked = row["text"].split("\t")[1]
+        assert re.fullmatch(r"\d+, \d+", acked), row  # the lost value, then what replaced it
