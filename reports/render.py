@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from checker.verdict import outcome_of
 from contract import CHECK, FINAL_PROCESS, REPORT_HTML, TRACE
 from contract.rundir import read_jsonl
 from reports import batch, charts, grid, story, trace
@@ -67,6 +68,14 @@ def _pretty(v: Any) -> str:
     """Compact JSON when it fits on a line, indented otherwise."""
     text = json.dumps(v, default=str)
     return text if len(text) <= 90 else json.dumps(v, indent=2, default=str)
+
+
+def _badge(s: dict[str, Any]) -> str:
+    """The banner's badge: whether the run matches its documentation (docs/verdicts.md),
+    else what happened to the data -- never the bare verdict value, which reads
+    "valid" on a run that lost data as its scenario documents."""
+    o = outcome_of(s)
+    return o.documentation or o.data
 
 
 def _verdict_text(s: dict[str, Any]) -> str:
@@ -279,6 +288,7 @@ def render_run(run_dir: Path) -> Path:
             run_id=s.get("run_id") or data.meta.get("run_id"),
             run_dir=str(data.path),
             verdict=s["verdict"],
+            verdict_words=_badge(s),
             verdict_text=_verdict_text(s),
             headline=story.headline(data),
             story=st,

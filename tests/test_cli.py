@@ -643,7 +643,8 @@ def test_check_an_interrupted_run(tmp_path: Path) -> None:
     assert (s["missing"], s["unjudged"]) == ([], ["lost-write"])
     assert 'errors="1"' in junit.read_text() and 'type="incomplete"' in junit.read_text()
     report = (run / "check" / "report.html").read_text()
-    assert ('<span class="verdict incomplete">incomplete</span> Incomplete: the run did not '
+    assert ('<span class="verdict incomplete" title="verdict: incomplete">run incomplete</span>'
+            ' Incomplete: the run did not '
             "finish, and only what it recorded was checked; lost-write, expected, not judged."
             ) in report
 

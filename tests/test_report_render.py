@@ -46,9 +46,11 @@ def test_report_headline_config_and_lost_values(report: str) -> None:
     assert re.search(r'<div class="headline">1 acknowledged write lost \(t/0 offset 1\); '
                      r"replicas A and B diverge \(t/0 offset 1\) — the loss and divergence "
                      r"this scenario documents for 0.10</div>", banner.group(2))
-    assert '<span class="verdict valid">valid</span> As expected: scenario ' \
-           "kip101-power-loss-divergence documents divergence, lost-write under 0.10." \
-           in banner.group(2)
+    # The badge says the loss matches the documentation, not "valid" (which reads
+    # as "no data lost" on a red banner).
+    assert ('<span class="verdict valid" title="verdict: valid">reproduced as documented'
+            '</span> As expected: scenario kip101-power-loss-divergence documents '
+            "divergence, lost-write under 0.10.") in banner.group(2)
     assert "kip101-power-loss-divergence" in report and "4242" in report
     assert "Value 101 was acknowledged" in report  # the explanation paragraph
     # The grid's acknowledged column strikes the lost value through.
@@ -125,7 +127,8 @@ def test_report_for_a_run_with_a_down_replica(down_run: Path) -> None:
     # leader_epoch, isr, replicas -- the report exists and says what B is.
     assert json.loads((down_run / "replicas/B/state.json").read_text())["source"] == "data-dir"
     report = render_run(down_run).read_text()
-    assert '<span class="verdict valid">' in report  # both anomalies are expected ones
+    assert '<span class="verdict valid" title="verdict: valid">reproduced as documented' \
+        in report  # both anomalies are expected ones
     assert '<header class="banner data-loss"' in report
     h = heads(report)
     assert h["B"] == ("down", "down · read from its data directory · LEO 2 · HW checkpoint 1")
@@ -219,7 +222,7 @@ def test_report_shows_failed_figure_assertion_first(checked_batch: dict[str, Run
     page = render_run(run).read_text()
     banner = re.search(r'<header class="banner \S+" id="headline">(.*?)</header>', page,
                        flags=re.S).group(1)
-    assert '<span class="verdict invalid">invalid</span>' in banner
+    assert '<span class="verdict invalid" title="verdict: invalid">unexpected</span>' in banner
     assert re.search(r"assertion isr_shrinks &gt;= 40 failed, was \d+", banner), banner
     rows = re.findall(r'<tr class="(held|failed)"><td><code>([^<]+)</code></td><td>([^<]+)</td>',
                       page)
@@ -230,7 +233,7 @@ def test_report_shows_failed_figure_assertion_first(checked_batch: dict[str, Run
     summary["checked_at"] = "later"
     (run / "check" / "summary.json").write_text(json.dumps(summary))
     page = render_run(run).read_text()
-    assert '<span class="verdict invalid">' not in page and 'class="failed"' not in page
+    assert '<span class="verdict invalid"' not in page and 'class="failed"' not in page
 
 
 def test_figure_units_agree_with_one() -> None:
