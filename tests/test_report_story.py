@@ -99,7 +99,8 @@ def test_headline_says_what_happened_to_the_data(scenario_runs: dict[str, RunRes
     kip = re.search(r"\((KIP-\d+)\)", json.loads((run.run_dir / "run.json").read_text())
                     ["description"]).group(1)
     assert head.endswith(f"this scenario documents for 0.10 ({kip})"), head
-    assert expectation.startswith(f"valid As expected: scenario {name} documents")
+    assert expectation.startswith(f"reproduced as documented As expected: scenario {name} "
+                                  "documents")
     # What happened comes before anything else on the page.
     assert report.index('id="story"') < report.index("<h2>Replica logs</h2>") \
         < report.index("<h2>Anomalies</h2>")
