@@ -131,7 +131,7 @@ def test_a_sim_run_that_fills_the_disk_stops_incomplete_and_stays_checkable(tmpf
     c = isrlab("check", str(run_dir))
     assert c.returncode == 3, (c.stdout, c.stderr)
     assert "Traceback" not in c.stderr
-    assert f"incomplete      {run_dir}" in c.stdout
+    assert f"— run incomplete  {run_dir}" in c.stdout
     summary = json.loads((run_dir / "check" / "summary.json").read_text())
     assert summary["verdict"] == "incomplete" and summary["status"] == "incomplete"
 
