@@ -93,6 +93,22 @@ def _complete_lines(data: bytes) -> tuple[list[bytes], int]:
     return data[:end].splitlines(), end
 
 
+def _last_value(lines: list[bytes]) -> Any:
+    """A Journal's value: its last complete line's (None without one)."""
+    return json.loads(lines[-1]) if lines else None
+
+
+def _record(line: bytes) -> Record:
+    """One line of a partition's record log."""
+    rec = json.loads(line)
+    return Record(rec["offset"], rec["epoch"], rec["value"])
+
+
+def _hw_key(topic: str, partition: int) -> str:
+    """A partition's key in the HW checkpoint."""
+    return f"{topic}-{partition}"
+
+
 class Journal:
     """A checkpoint file: one JSON value per line, the last complete line wins."""
 
@@ -100,7 +116,7 @@ class Journal:
         self.file = DurableFile(path)
         lines, end = _complete_lines(self.file.read())
         self.file.truncate(end)
-        self.value: Any = json.loads(lines[-1]) if lines else None
+        self.value: Any = _last_value(lines)
 
     def write(self, value: Any, fsync: bool = True) -> None:
         self.file.append(json.dumps(value, separators=(",", ":")).encode() + b"\n")
@@ -122,8 +138,7 @@ class PartitionStore:
         pos = 0
         for line in lines:
             pos += len(line) + 1
-            rec = json.loads(line)
-            self.records.append(Record(rec["offset"], rec["epoch"], rec["value"]))
+            self.records.append(_record(line))
             self._ends.append(pos)
         self.epochs = Journal(directory / EPOCH_FILE)
 
@@ -197,10 +212,10 @@ class BrokerStore:
         return self.partitions[key]
 
     def checkpointed_hw(self, topic: str, partition: int) -> int:
-        return int((self.hw_checkpoint.value or {}).get(f"{topic}-{partition}", 0))
+        return int((self.hw_checkpoint.value or {}).get(_hw_key(topic, partition), 0))
 
     def write_hw_checkpoint(self, hws: dict[tuple[str, int], int]) -> None:
-        self.hw_checkpoint.write({f"{t}-{p}": hw for (t, p), hw in sorted(hws.items())})
+        self.hw_checkpoint.write({_hw_key(t, p): hw for (t, p), hw in sorted(hws.items())})
 
     def flush(self) -> None:
         for store in self.partitions.values():
@@ -270,16 +285,17 @@ def read_offline(data_dir: Path | str) -> dict[str, Any]:
     creates and cuts nothing -- so the data may be on a read-only mount."""
     data_dir = Path(data_dir)
     out: dict[str, Any] = {"partitions": []}
-    hws = _last_value(data_dir / HW_FILE) or {}
+    hws = _last_value(_read_complete_lines(data_dir / HW_FILE)) or {}
     for log_path in sorted(data_dir.glob(f"*/{LOG_FILE}")):
         topic, _, part = log_path.parent.name.rpartition("-")
-        records = [json.loads(line) for line in _read_complete_lines(log_path)]
+        records = [_record(line) for line in _read_complete_lines(log_path)]
+        epochs = _last_value(_read_complete_lines(log_path.parent / EPOCH_FILE)) or []
         out["partitions"].append({
             "topic": topic, "partition": int(part), "role": "offline",
             "leo": len(records),
-            "hw_checkpoint": int(hws.get(f"{topic}-{int(part)}", 0)),
-            "epoch_cache": [list(e) for e in _last_value(log_path.parent / EPOCH_FILE) or []],
-            "records": [[r["offset"], r["epoch"], r["value"]] for r in records],
+            "hw_checkpoint": int(hws.get(_hw_key(topic, int(part)), 0)),
+            "epoch_cache": [list(e) for e in epochs],
+            "records": [list(r) for r in records],
         })
     return out
 
@@ -292,9 +308,3 @@ def _read_complete_lines(path: Path) -> list[bytes]:
     except FileNotFoundError:
         return []
     return _complete_lines(data)[0]
-
-
-def _last_value(path: Path) -> Any:
-    """A Journal's value (its last complete line), read only."""
-    lines = _read_complete_lines(path)
-    return json.loads(lines[-1]) if lines else None
