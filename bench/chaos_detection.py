@@ -74,9 +74,9 @@ def main() -> int:
     except (json.JSONDecodeError, IndexError):
         print(f"isrlab chaos exited {proc.returncode} without a JSON summary", file=sys.stderr)
         return 3
-    from harness.chaos.runs import parse_time_limit
+    from harness.duration import parse_duration
 
-    limit = parse_time_limit(args.time_limit)
+    limit = parse_duration(args.time_limit, "time limit")
     per_run = []
     for r in summary.get("runs", []):
         per_run.append({"seed": r.get("seed"), "verdict": r.get("verdict"),

@@ -31,7 +31,7 @@ from typing import Any
 from contract import ANOMALIES_JSON, ANOMALY_KINDS, CHECK, PROTOCOLS
 from contract.rundir import read_events, read_json
 from harness.backends import BACKENDS
-from harness.chaos.runs import ChaosConfig, parse_sets, parse_time_limit
+from harness.chaos.runs import ChaosConfig, parse_sets
 from harness.duration import DurationError, parse_duration
 from harness.errors import UsageError
 from harness.validate import Validator
@@ -173,8 +173,8 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
     runs = v.integer(raw, line, "runs", minimum=1)
     raw, line = get("time_limit", "60s")
     try:
-        time_limit = parse_time_limit(str(raw))
-    except UsageError as e:
+        time_limit = parse_duration(str(raw), "time limit")
+    except DurationError as e:
         raise v.err(line, str(e)) from None
     raw, line = get("allow", [])
     allow = _allow(v, raw, line, versions)

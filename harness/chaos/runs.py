@@ -24,7 +24,6 @@ from broker.config import BrokerConfig, ControllerConfig
 from broker.config import ConfigError as BrokerConfigError
 from contract import PROTOCOLS
 from harness.backends.spec import check_release_configs
-from harness.duration import DurationError, parse_duration
 from harness.errors import UsageError
 from harness.scenario.loader import Scenario
 from harness.scenario.steps import DEFAULT_FINAL_TIMEOUT, Step
@@ -38,15 +37,6 @@ from nemesis.schedule import (
 
 CHAOS = "chaos"  # the name in a chaos run's id: <time>-chaos-<protocol>-<hex>
 TOPIC = "t"
-
-def parse_time_limit(text: str) -> float:
-    """A time limit (harness.duration's grammar: `90`, `90s`, `20m`, `1h30m`; at
-    most 7 days) -> seconds; UsageError otherwise."""
-    try:
-        return parse_duration(text, "time limit")
-    except DurationError as e:
-        raise UsageError(str(e)) from None
-
 
 def parse_sets(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """`--set KEY=VALUE`s -> (broker config, controller config), each key checked by

@@ -18,7 +18,7 @@ from contract import PROTOCOLS
 from harness.backends import BACKENDS
 from harness.backends.hostsfile import load_hosts
 from harness.backends.ports import MAX_PORT
-from harness.chaos.runs import parse_sets, parse_time_limit
+from harness.chaos.runs import parse_sets
 from harness.duration import parse_duration
 from harness.errors import UsageError
 from harness.progress import Progress
@@ -239,7 +239,7 @@ def add_junit_flag(p: argparse.ArgumentParser) -> None:
 
 def add_time_limit_flag(p: argparse.ArgumentParser, default: float | None = None) -> None:
     """--time-limit, required unless `default` (then virtual time, as a swarm's)."""
-    p.add_argument("--time-limit", type=typed(parse_time_limit), metavar="DURATION",
+    p.add_argument("--time-limit", type=duration("time limit"), metavar="DURATION",
                    required=default is None, default=default,
                    help="faults start during this long: 60s, 2m, 1m30s" +
                         ("" if default is None else f" (virtual time; default {default:g}s)"))
