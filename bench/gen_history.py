@@ -132,9 +132,10 @@ def records_json(pairs: list[tuple[int, int]] | range, at: Callable[[int], int],
 
 
 def generate(out: Path, ops: int, inject: set[str], seed: int = 1,
-             done: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+             done: Callable[[float], None] | None = None) -> list[dict[str, Any]]:
     """Write one run directory at ``out``; return what was injected. ``done`` is
-    told how many more operations were written, every ~64k."""
+    told what fraction more of the run was written, every ~64k operations or
+    10k records."""
     rnd = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     # ~2 ops per send, plus 2 consumers × 2 ops per BATCH records.
@@ -196,7 +197,13 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1,
         extra_polls += [(84, 0, [(0, final(0))], 10), (84, 1, [(1, final(1))], 5)]
         injected.append({"kind": "hw-regression", "process": "84", "hw": [10, 5]})
 
-    w = Writer(out / HISTORY, done)
+    # Progress by the records formatted: per offset, two send lines (3/6 of the
+    # work, as the history's operations go), one consumer record, one record of
+    # the final read (1/6) and two replicas' log lines (2/6).
+    def share(part: float, total: int) -> Callable[[int], None]:
+        return lambda k: done(part * k / total) if done is not None else None
+
+    w = Writer(out / HISTORY, share(3 / 6, 2 * n + 4 * (n // BATCH)))
     for lo in range(0, n, BATCH):
         hi = min(n, lo + BATCH)
         w.sends(lo, hi, acked_at)  # each carries its original value
@@ -213,6 +220,7 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1,
     for start in range(0, top, FINAL_PAGE):  # the final read, paginated
         page = range(start, min(top, start + FINAL_PAGE))
         w.poll("final", start, records_json(page, final, plain(page, committed)), top)
+        share(1 / 6, top)(len(page))
     w.close()
 
     def at_b(o: int) -> int:
@@ -230,6 +238,7 @@ def generate(out: Path, ops: int, inject: set[str], seed: int = 1,
                 else:
                     fh.write("".join([f'{{{_TP},"offset":{o},"epoch":0,"value":{at(o)}}}\n'
                                       for o in page]))
+                share(1 / 6, top)(len(page))
         state = {
             "node": broker,
             "partitions": [
@@ -318,7 +327,7 @@ def _init_worker(counter: Any) -> None:
     _written = counter
 
 
-def _count(k: int) -> None:
+def _count(k: float) -> None:
     with _written.get_lock():
         _written.value += k
 
@@ -367,7 +376,7 @@ def generate_batch(out: Path, ops: int, runs: int, inject: set[str], seed: int =
     progress = Progress(each * len(todo), runs, quiet)
     if runs > len(todo) and not quiet:
         print(f"gen_history: {runs - len(todo)} complete runs kept", file=sys.stderr)
-    counter = multiprocessing.Value("q", 0)
+    counter = multiprocessing.Value("d", 0.0)  # runs written, in fractions
     with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker,
                              initargs=(counter,)) as pool:
         pending: set[Future[int]] = {pool.submit(_generate_counted, paths[k], each, inject,
@@ -376,8 +385,8 @@ def generate_batch(out: Path, ops: int, runs: int, inject: set[str], seed: int =
             finished, pending = wait(pending, timeout=PROGRESS_S, return_when=FIRST_COMPLETED)
             for f in finished:
                 f.result()  # a worker's error ends the batch here
-            progress.show(counter.value, runs - len(pending))
-    progress.show(counter.value, runs, force=True)
+            progress.show(round(counter.value * each), runs - len(pending))
+    progress.show(round(counter.value * each), runs, force=True)
     (out / PARAMS).write_text(json.dumps({**params, "complete": True}, indent=2) + "\n")
     return paths
 
@@ -404,15 +413,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--ops, --runs and --jobs must be positive, and --runs at most --ops")
     if a.runs is None:
         progress = Progress(a.ops, 1, a.quiet)
-        written = 0
+        written = 0.0  # of the run
 
-        def done(k: int) -> None:
+        def done(k: float) -> None:
             nonlocal written
             written += k
-            progress.show(written, 0)
+            progress.show(round(written * a.ops), 0)
 
         injected = generate(a.out, a.ops, kinds, a.seed, done)
-        progress.show(written, 1, force=True)
+        progress.show(round(written * a.ops), 1, force=True)
         print(f"{a.out}: {len(injected)} anomalies injected (see injected.json)")
         return 0
     paths = generate_batch(a.out, a.ops, a.runs, kinds, a.seed, a.jobs, a.quiet)
