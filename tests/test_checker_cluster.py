@@ -1,8 +1,9 @@
 """A user who outgrows one machine checks on a Spark cluster: a real standalone
 cluster (a master and two one-core workers on loopback, started with pyspark's own
-`spark-class`) checks the test batch with `isrlab check --master spark://...` and
-gets the same verdicts and anomalies as local[2], with shuffle partitions that
-follow the cluster's cores (2 per core), not a constant.
+`spark-class`) checks the test batch with `isrlab check --master spark://...`, its
+driver capped at the smallest heap Spark starts with, and gets the same verdicts,
+anomalies, witnesses and counts as local[2], with shuffle partitions that follow
+the cluster's cores (2 per core), not a constant.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from conftest import ROOT, free_port
+from conftest import ROOT, descendants, free_port
 
 from checker.api import RunResult
 from checker.client import check
@@ -33,6 +34,10 @@ pytestmark = [pytest.mark.spark]
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2
 BIG = "clean-100k"  # conftest_spark.clean_100k
+# The driver's heap cap (ISRLAB_SPARK_DRIVER_MEMORY): the least Spark starts with
+# (450 MiB: under it the driver refuses, INVALID_DRIVER_MEMORY.SYSTEM_MEMORY).
+# On a cluster the executors hold the data; the driver only plans and collects.
+DRIVER_MEMORY = "450m"
 
 
 def _wait(what: str, ok, timeout: float = 90.0) -> None:  # noqa: ANN001
@@ -118,9 +123,44 @@ def test_the_master_probe_tells_the_master_from_other_ports(
     assert time.monotonic() - t0 < 10  # each answers at once: no probe waits out its timeout
 
 
-def _essence(summary: dict, anomalies: list) -> tuple:
-    return (summary["verdict"], sorted(summary["found"].items()),
-            sorted(json.dumps([a["kind"], a["witness"]], sort_keys=True) for a in anomalies))
+# Where a run is and when and on what it was checked: all the two checks may differ in.
+_WHERE = ("run_dir", "checked_at", "checker")
+
+
+def _checked(run_dir: Path, root: Path) -> tuple[str, list[str]]:
+    """A run's check/summary.json (verdict, counts, figures, notes, ...) and its
+    anomalies with their witnesses, as text, with the batch's root path as ROOT."""
+    check = run_dir / "check"
+    summary = json.loads((check / "summary.json").read_text())
+    rest = json.dumps({k: v for k, v in summary.items() if k not in _WHERE}, sort_keys=True)
+    anomalies = json.loads((check / "anomalies.json").read_text())
+    return (rest.replace(str(root), "ROOT"),
+            sorted(json.dumps(a, sort_keys=True).replace(str(root), "ROOT") for a in anomalies))
+
+
+def _driver_jvm(pid: int) -> tuple[int, list[str]] | None:
+    """The Spark driver JVM under process ``pid`` and its command line; None while
+    there is none. PySpark's launch script (its arguments name SparkSubmit too)
+    runs a short-lived JVM of Spark's launcher to build the command line, then
+    execs java with SparkSubmit as its main class."""
+    for child in descendants(pid, spark_too=True):
+        try:
+            exe = os.readlink(f"/proc/{child}/exe")
+            args = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if Path(exe).name == "java" and "org.apache.spark.deploy.SparkSubmit" in args and \
+                "org.apache.spark.launcher.Main" not in args:
+            return child, args
+    return None
+
+
+def _peak_rss_kib(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # it exited between two looks
+        return 0
+    return max((int(x.split()[1]) for x in status if x.startswith("VmHWM:")), default=0)
 
 
 def test_standalone_cluster_matches_local(standalone: str, tmp_path: Path,
@@ -134,24 +174,43 @@ def test_standalone_cluster_matches_local(standalone: str, tmp_path: Path,
     shutil.copytree(root, tree, ignore=shutil.ignore_patterns("check", "index.html", BIG))
     checked_batch = {k: r for k, r in checked_batch.items() if r.run_dir.name != BIG}
     assert len(checked_batch) >= 10
-    out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "check", "--master", standalone, "--no-report",
-         "--json", str(tree)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert out.returncode in (1, 2), out.stderr  # the batch holds invalid and bad runs
-    runs = {r["run_id"]: r for r in json.loads(out.stdout)["runs"]}
+    env = {**os.environ, "ISRLAB_SPARK_DRIVER_MEMORY": DRIVER_MEMORY}
+    stdout, stderr = tmp_path / "check.json", tmp_path / "check.err"
+    with stdout.open("w") as out_fh, stderr.open("w") as err_fh:
+        check = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "check", "--master", standalone,
+             "--no-report", "--json", str(tree)],
+            cwd=ROOT, env=env, stdout=out_fh, stderr=err_fh)
+        # Watch the command's driver JVM while it runs: its heap cap, its peak RSS.
+        driver, peak, deadline = None, 0, time.monotonic() + 900
+        while check.poll() is None and time.monotonic() < deadline:
+            driver = driver or _driver_jvm(check.pid)  # found once it is the JVM
+            if driver is not None:
+                peak = max(peak, _peak_rss_kib(driver[0]))
+            time.sleep(0.2)
+        if check.poll() is None:
+            check.kill()
+        returncode = check.wait()
+    err = stderr.read_text()
+    assert returncode in (1, 2), err  # the batch holds invalid and bad runs
+    assert driver is not None, "no Spark driver JVM seen under `isrlab check`"
+    # The cap reached the driver JVM: pyspark's launcher turns spark.driver.memory
+    # into its -Xmx (and only the last -Xmx counts).
+    assert [a for a in driver[1] if a.startswith("-Xmx")][-1] == f"-Xmx{DRIVER_MEMORY}"
+    print(f"driver JVM peak RSS {peak / 1024:.0f} MiB with -Xmx{DRIVER_MEMORY}")
+    runs = {r["run_id"]: r for r in json.loads(stdout.read_text())["runs"]}
     assert set(runs) == set(checked_batch)
     for run_id, local in checked_batch.items():
         remote = runs[run_id]
         assert remote["verdict"] == local.verdict, run_id
+        # Everything else the check wrote: verdict, counts, figures, notes, errors,
+        # every anomaly and its witness.
+        assert _checked(Path(remote["run_dir"]), tree) == _checked(local.run_dir, root), run_id
         if local.error is not None:
             continue
         assert remote["checker"]["master"] == standalone
         # Two shuffle partitions per core of the cluster's executors (2 x 1 core).
         assert remote["checker"]["shuffle_partitions"] == 2 * WORKERS
-        anomalies = json.loads(Path(remote["run_dir"], "check", "anomalies.json").read_text())
-        local_anomalies = json.loads((local.run_dir / "check" / "anomalies.json").read_text())
-        assert _essence(remote, anomalies) == _essence(local.summary, local_anomalies), run_id
 
 
 def test_swarm_runs_unchanged_on_the_cluster(standalone: str, tmp_path: Path) -> None:
