@@ -26,7 +26,8 @@ Prints, per size: the medians of floor and check, the median of the paired
 ratios (each check over the floor measured just before it: less at the mercy of
 a slow minute on this host than the ratio of the medians), the injected
 anomalies found (run x kind), the driver JVM's peak RSS and heap cap (-Xmx from
-its command line), and the Python driver's peak RSS; then a Markdown table.
+its command line), and the Python driver's peak RSS; then a Markdown table,
+between two bench/machine.py speed lines.
 Targets (README): check <= 3x floor at 10M operations; ten times the input at
 most ten times the check time. Exit 1 if an injected anomaly was missed or a
 row failed.
@@ -51,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gen_history  # noqa: E402
+from machine import speed_line  # noqa: E402 - bench/ is the script's own path
 
 from checker.java import user_cache  # noqa: E402
 
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     rows = []
+    print(speed_line(), flush=True)
     for n, runs in plan:
         print(f"{_ops_label(n)}: checking {runs} runs in a fresh driver JVM "
               f"(ISRLAB_SPARK_DRIVER_MEMORY={args.driver_memory})", file=sys.stderr, flush=True)
@@ -245,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         if "error" not in r and len(r["checks"]) > 1:
             print(f"  floors {', '.join(f'{x:.1f}' for x in r['floors'])} s; "
                   f"checks {', '.join(f'{x:.1f}' for x in r['checks'])} s", flush=True)
+    print(speed_line(), flush=True)
     ok = [(n, r) for n, _, r in rows if "error" not in r]
     if ok:
         print(f"\nSpark {ok[0][1]['spark']}, master {ok[0][1]['master']}, driver memory "
