@@ -486,7 +486,9 @@ _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 def _connect_first(session: SparkSession, master: str) -> str:
     """The Connect server's own master, asked within CONNECT_ANSWER_S, retried at most
     twice (Spark's client retries a port that is no Connect server for ten
-    minutes); SparkMasterError naming ``master`` if it does not answer."""
+    minutes); SparkMasterError naming ``master`` if it does not answer, the
+    session's channel closed (releasing it on the server would be retried as
+    long)."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     client = session.client
@@ -496,22 +498,26 @@ def _connect_first(session: SparkSession, master: str) -> str:
 
     def ask() -> None:
         try:
-            got.append(session.conf.get("spark.master", "") or "")
+            with warnings.catch_warnings():  # "[RETRIES_EXCEEDED] ...": said below
+                warnings.simplefilter("ignore", UserWarning)
+                got.append(session.conf.get("spark.master", "") or "")
         except BaseException as e:  # noqa: BLE001 - reported below as one line
             got.append(e)
 
     asker = threading.Thread(target=ask, daemon=True)
     asker.start()
     asker.join(CONNECT_ANSWER_S)
-    client.set_retry_policies(policies)
+    if got and isinstance(got[0], str):
+        client.set_retry_policies(policies)
+        return got[0]
+    client.close()
+    os.environ.pop(_CONNECT_MODE, None)
     if not got:
         raise SparkMasterError(f"{master} is not a Spark Connect server: no answer within "
                                f"{CONNECT_ANSWER_S:g} s")
-    if isinstance(got[0], BaseException):
-        m = re.search(r'details = "([^"]*)"', str(got[0]))
-        why = m.group(1) if m else _reason(got[0])
-        raise SparkMasterError(f"{master} is not a Spark Connect server: {why}")
-    return got[0]
+    m = re.search(r'details = "([^"]*)"', str(got[0]))
+    why = m.group(1) if m else _reason(got[0])
+    raise SparkMasterError(f"{master} is not a Spark Connect server: {why}")
 
 
 def _connect_session(master: str) -> SparkSession:
@@ -528,11 +534,7 @@ def _connect_session(master: str) -> SparkSession:
     except Exception as e:  # noqa: BLE001 - one line naming the master instead
         os.environ.pop(_CONNECT_MODE, None)
         raise SparkMasterError(f"cannot start Spark Connect on {master}: {_reason(e)}") from None
-    try:
-        server_master = _connect_first(session, master)
-    except SparkMasterError:
-        _stop_connect(session)
-        raise
+    server_master = _connect_first(session, master)
     for k, v in SESSION_SQL.items():
         session.conf.set(k, v)
     if server_master.startswith("local"):
