@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import pyspark
 import pytest
 from conftest import ROOT, free_port
+from conftest_spark import anomalies_of, checked_on, essence, wait_for
 
 from checker.api import RunResult
 from checker.client import check
@@ -32,16 +32,6 @@ pytestmark = [pytest.mark.spark]
 
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2
-BIG = "clean-100k"  # conftest_spark.clean_100k
-
-
-def _wait(what: str, ok, timeout: float = 90.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ok():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"standalone cluster: {what} within {timeout:.0f} s")
 
 
 def _alive_workers(webui: int) -> int | None:
@@ -70,14 +60,16 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
              "--port", str(port), "--webui-port", str(webui)],
             env=env, stdout=log, stderr=log, start_new_session=True))
         try:
-            _wait("the master's web UI answering", lambda: _alive_workers(webui) is not None)
+            wait_for("standalone cluster: the master's web UI answering",
+                     lambda: _alive_workers(webui) is not None)
             for i in range(WORKERS):
                 procs.append(subprocess.Popen(
                     [spark_class, "org.apache.spark.deploy.worker.Worker", url,
                      "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
                      "--webui-port", str(free_port()), "--work-dir", str(tmp / f"work{i}")],
                     env=env, stdout=log, stderr=log, start_new_session=True))
-            _wait(f"{WORKERS} workers registered", lambda: _alive_workers(webui) == WORKERS)
+            wait_for(f"standalone cluster: {WORKERS} workers registered",
+                     lambda: _alive_workers(webui) == WORKERS)
             yield url, webui
         finally:
             for p in procs:
@@ -118,40 +110,14 @@ def test_the_master_probe_tells_the_master_from_other_ports(
     assert time.monotonic() - t0 < 10  # each answers at once: no probe waits out its timeout
 
 
-def _essence(summary: dict, anomalies: list) -> tuple:
-    return (summary["verdict"], sorted(summary["found"].items()),
-            sorted(json.dumps([a["kind"], a["witness"]], sort_keys=True) for a in anomalies))
-
-
 def test_standalone_cluster_matches_local(standalone: str, tmp_path: Path,
                                           checked_batch: dict[str, RunResult]) -> None:
-    # The same runs, copied without local[2]'s check output, and without the 100k-op
-    # run: on two one-core executors with cold JVMs it is minutes of CI for nothing
-    # the other runs (every anomaly kind, a bad run, an unfinished one) do not show.
-    roots = {Path(os.path.commonpath([str(r.run_dir) for r in checked_batch.values()]))}
-    (root,) = roots
-    tree = tmp_path / "batch"
-    shutil.copytree(root, tree, ignore=shutil.ignore_patterns("check", "index.html", BIG))
-    checked_batch = {k: r for k, r in checked_batch.items() if r.run_dir.name != BIG}
-    assert len(checked_batch) >= 10
-    out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "check", "--master", standalone, "--no-report",
-         "--json", str(tree)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert out.returncode in (1, 2), out.stderr  # the batch holds invalid and bad runs
-    runs = {r["run_id"]: r for r in json.loads(out.stdout)["runs"]}
-    assert set(runs) == set(checked_batch)
-    for run_id, local in checked_batch.items():
-        remote = runs[run_id]
-        assert remote["verdict"] == local.verdict, run_id
-        if local.error is not None:
-            continue
+    for remote, local in checked_on(standalone, tmp_path, checked_batch):
         assert remote["checker"]["master"] == standalone
         # Two shuffle partitions per core of the cluster's executors (2 x 1 core).
         assert remote["checker"]["shuffle_partitions"] == 2 * WORKERS
-        anomalies = json.loads(Path(remote["run_dir"], "check", "anomalies.json").read_text())
-        local_anomalies = json.loads((local.run_dir / "check" / "anomalies.json").read_text())
-        assert _essence(remote, anomalies) == _essence(local.summary, local_anomalies), run_id
+        assert essence(remote, anomalies_of(remote["run_dir"])) == \
+            essence(local.summary, anomalies_of(local.run_dir)), local.run_id
 
 
 def test_swarm_runs_unchanged_on_the_cluster(standalone: str, tmp_path: Path) -> None:
