@@ -706,7 +706,8 @@ def release(spark: SparkSession) -> None:
     Connect session cannot list the server's checkpoints: each is dropped on the
     server as its DataFrame is dropped here (PySpark's CachedRemoteRelation), all of
     them when the session stops, and their blocks go at the server's next
-    garbage collection (Spark's ContextCleaner)."""
+    garbage collection (Spark's ContextCleaner). clearCache there is the server's,
+    shared by its sessions (docs/checker.md)."""
     spark.catalog.clearCache()
     if is_connect(spark):
         return
