@@ -483,17 +483,24 @@ CONNECT_ANSWER_S = 10.0
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
+def _few_retries(session: SparkSession) -> list:
+    """Let the Connect client retry a failed call twice, within ~2 s, instead of
+    its default ten minutes; return the policies it had."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    policies = session.client.get_retry_policies()
+    session.client.set_retry_policies([DefaultPolicy(max_retries=2, max_backoff=1000)])
+    return policies
+
+
 def _connect_first(session: SparkSession, master: str) -> str:
     """The Connect server's own master, asked within CONNECT_ANSWER_S, retried at most
     twice (Spark's client retries a port that is no Connect server for ten
     minutes); SparkMasterError naming ``master`` if it does not answer, the
     session's channel closed (releasing it on the server would be retried as
     long)."""
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
     client = session.client
-    policies = client.get_retry_policies()
-    client.set_retry_policies([DefaultPolicy(max_retries=2, max_backoff=1000)])
+    policies = _few_retries(session)
     got: list[str | BaseException] = []
 
     def ask() -> None:
@@ -535,15 +542,19 @@ def _connect_session(master: str) -> SparkSession:
         os.environ.pop(_CONNECT_MODE, None)
         raise SparkMasterError(f"cannot start Spark Connect on {master}: {_reason(e)}") from None
     server_master = _connect_first(session, master)
-    for k, v in SESSION_SQL.items():
-        session.conf.set(k, v)
-    if server_master.startswith("local"):
-        session.conf.set("spark.sql.adaptive.enabled", "false")
-    # Spark Connect has no SparkContext to ask: a range over the default
-    # parallelism's slices has one partition per slice.
-    ids = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
-    slices = ids.agg(F.max("p")).first()[0] + 1
-    session.conf.set("spark.sql.shuffle.partitions", str(2 * max(1, slices)))
+    try:
+        for k, v in SESSION_SQL.items():
+            session.conf.set(k, v)
+        if server_master.startswith("local"):
+            session.conf.set("spark.sql.adaptive.enabled", "false")
+        # Spark Connect has no SparkContext to ask: a range over the default
+        # parallelism's slices has one partition per slice.
+        ids = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+        slices = ids.agg(F.max("p")).first()[0] + 1
+        session.conf.set("spark.sql.shuffle.partitions", str(2 * max(1, slices)))
+    except Exception as e:  # noqa: BLE001 - one line naming the master instead
+        _stop_connect(session)
+        raise SparkMasterError(f"cannot start Spark Connect on {master}: {_reason(e)}") from None
     # A command that exits without shutdown() releases its server-side session
     # (and the checkpoints it holds) instead of leaving it to the server's timeout.
     atexit.register(_stop_connect, session)
@@ -552,9 +563,11 @@ def _connect_session(master: str) -> SparkSession:
 
 def _stop_connect(session: SparkSession) -> None:
     """Stop a Connect session: its running operations are interrupted and the
-    server releases it; pyspark.sql.functions build classic columns again."""
+    server releases it; pyspark.sql.functions build classic columns again. A server
+    that is gone is not waited for."""
     try:
         if not session.is_stopped:
+            _few_retries(session)
             session.interruptAll()
             session.stop()
     except Exception:  # noqa: BLE001 - a server already gone has nothing to release
