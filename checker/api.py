@@ -47,6 +47,7 @@ from checker.sends import send_ops
 from checker.spark import (
     check_master,
     get_session,
+    master_of,
     one_check,
     shuffle_partitions,
 )
@@ -292,7 +293,7 @@ def check_runs(
         else:
             assert spark is not None
             results.append(_result(runs[key], job.found[key], job.sources[key],
-                                   job.figures.get(key, {}), spark.sparkContext.master,
+                                   job.figures.get(key, {}), master_of(spark),
                                    spark.version,
                                    int(spark.conf.get("spark.sql.shuffle.partitions"))))
     return results

@@ -221,7 +221,7 @@ class Server:
                     r, _, _ = select.select([conn], [], [], 0.2)
                     if r and not done.is_set() and not conn.recv(1, socket.MSG_PEEK):
                         gone.set()
-                        cancel_jobs(get_session(self.master).sparkContext)
+                        cancel_jobs(get_session(self.master))
                         return
             except (OSError, ValueError):
                 return
@@ -323,9 +323,9 @@ class _WarmUp(threading.Thread):
         # between its jobs and starts the next, and waiting for its next phase
         # kept a user's check waiting up to 2.4 s (mean 0.8 s). A job of its
         # started after the first cancel now dies within POLL_S.
-        sc = get_session(self.master).sparkContext
+        spark = get_session(self.master)
         while self.is_alive():
-            cancel_jobs(sc)
+            cancel_jobs(spark)
             self.join(self.POLL_S)
         return True
 

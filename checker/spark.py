@@ -12,10 +12,16 @@ a master within seconds (checker.masterprobe), and a Spark Connect address
 otherwise Spark's standalone client retries for over a minute and fails with a
 Py4J traceback that never names the URL. A session that still fails to start
 is one line naming the master, and leaves no JVM behind.
+
+A Spark Connect master gives a Connect session (no JVM here, no SparkContext):
+the few things the checker does with the classic API -- the log level, the
+cluster's cores, dropping checkpoints, cancelling jobs -- have a Connect way
+each (is_connect), and the queries are the same code on both.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import json
@@ -66,6 +72,19 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _session_master: str | None = None
+
+# The checker's SQL settings that a session may set for itself (a Connect
+# session too; the rest of get_session's are the driver JVM's own).
+SESSION_SQL = {
+    "spark.sql.session.timeZone": "UTC",
+    # Run directories are many small files; do not split-pack them into huge
+    # partitions.
+    "spark.sql.files.openCostInBytes": str(1 << 20),
+    # A batch names every file it reads (thousands for a swarm); past 32 paths
+    # Spark lists them with a job of one task per path (~5 s for 240 runs' 1,200
+    # files) where the driver takes milliseconds.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": str(1 << 20),
+}
 
 
 def _log4j_file() -> str:
@@ -223,9 +242,8 @@ def check_master(master: str | None = None) -> str:
     """Validate the master URL (master_url) and, for a cluster's, check that it
     answers: a standalone one (spark://, any of its standby list) as a Spark
     master, within PROBE_TIMEOUT_S to connect and as long to answer; a Spark
-    Connect one (sc://) by TCP. Return it; SparkMasterError (exit 2), naming the
-    master, if not. Spark Connect is refused once reachable: the checker needs the
-    classic API (the SparkContext, RDD checkpoints) that a Connect session lacks."""
+    Connect one (sc://) by TCP (that it speaks Spark Connect: get_session's first
+    call). Return it; SparkMasterError (exit 2), naming the master, if not."""
     master = master_url(master)
     pairs = _addresses(master)
     if pairs is None:
@@ -240,9 +258,6 @@ def check_master(master: str | None = None) -> str:
             reason = "; ".join(f"{h}:{p} {w}" for (h, p), (_, w) in zip(pairs, found, strict=True))
         raise SparkMasterError(f"{master} is not a Spark standalone master: {reason}"
                                if reached else f"cannot reach Spark master {master}: {reason}")
-    if master.startswith("sc://"):
-        raise SparkMasterError(f"Spark master {master}: Spark Connect is not supported by the "
-                               "checker yet; give spark://HOST:PORT or local[N]")
     return master
 
 
@@ -362,8 +377,10 @@ def get_session(master: str | None = None, progress_bar: bool = False,
             return _session
         check_master(master)
         if _session is not None:
-            _session.stop()
-            _session = None
+            _stop_session()
+        if master.startswith("sc://"):
+            _session, _session_master = _connect_session(master), master
+            return _session
         runtime = ensure_java()
         # HotSpot does not compile methods over 8000 bytes of bytecode, and Spark's
         # generated code for the wide parse-and-validate stages has some: let it
@@ -388,17 +405,10 @@ def get_session(master: str | None = None, progress_bar: bool = False,
                 ("spark.ui.enabled", "false"),
                 ("spark.ui.showConsoleProgress", str(progress_bar).lower()),
                 ("spark.driver.extraJavaOptions", jvm),
-                ("spark.sql.session.timeZone", "UTC"),
+                *SESSION_SQL.items(),
                 # Local mode runs everything in the driver JVM; Spark's 1g default
                 # runs out of heap on 5M+ operation histories.
                 ("spark.driver.memory", driver_memory()),
-                # Run directories are many small files; do not split-pack them
-                # into huge partitions.
-                ("spark.sql.files.openCostInBytes", str(1 << 20)),
-                # A batch names every file it reads (thousands for a swarm); past
-                # 32 paths Spark lists them with a job of one task per path (~5 s
-                # for 240 runs' 1,200 files) where the driver takes milliseconds.
-                ("spark.sql.sources.parallelPartitionDiscovery.threshold", str(1 << 20)),
                 # One check generates ~370 classes; Spark's cache of 100 made every
                 # later check in a session (tests, the benchmark, a long-lived
                 # caller) compile nearly all of them again (a 20k-operation check:
@@ -452,6 +462,129 @@ def get_session(master: str | None = None, progress_bar: bool = False,
             session.conf.set("spark.sql.shuffle.partitions", str(_cluster_parallelism(session)))
         _session, _session_master = session, master
         return session
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client of an sc:// master)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def master_of(spark: SparkSession) -> str:
+    """The master ``spark`` checks on, as the user gave it: the sc:// URL of a
+    Connect session, the SparkContext's master of a classic one."""
+    if is_connect(spark):
+        return _session_master or ""
+    return spark.sparkContext.master
+
+
+CONNECT_ANSWER_S = 10.0
+# PySpark sets this for its Connect session (pyspark.sql.functions then builds
+# Connect columns), and leaves it set when the session stops.
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+def _few_retries(session: SparkSession) -> list:
+    """Let the Connect client retry a failed call twice, within ~2 s, instead of
+    its default ten minutes; return the policies it had."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    policies = session.client.get_retry_policies()
+    session.client.set_retry_policies([DefaultPolicy(max_retries=2, max_backoff=1000)])
+    return policies
+
+
+def _connect_first(session: SparkSession, master: str) -> str:
+    """The Connect server's own master, asked within CONNECT_ANSWER_S, retried at most
+    twice (Spark's client retries a port that is no Connect server for ten
+    minutes); SparkMasterError naming ``master`` if it does not answer, the
+    session's channel closed (releasing it on the server would be retried as
+    long)."""
+    client = session.client
+    policies = _few_retries(session)
+    got: list[str | BaseException] = []
+
+    def ask() -> None:
+        try:
+            with warnings.catch_warnings():  # "[RETRIES_EXCEEDED] ...": said below
+                warnings.simplefilter("ignore", UserWarning)
+                got.append(session.conf.get("spark.master", "") or "")
+        except BaseException as e:  # noqa: BLE001 - reported below as one line
+            got.append(e)
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    asker.join(CONNECT_ANSWER_S)
+    if got and isinstance(got[0], str):
+        client.set_retry_policies(policies)
+        return got[0]
+    client.close()
+    os.environ.pop(_CONNECT_MODE, None)
+    if not got:
+        raise SparkMasterError(f"{master} is not a Spark Connect server: no answer within "
+                               f"{CONNECT_ANSWER_S:g} s")
+    m = re.search(r'details = "([^"]*)"', str(got[0]))
+    why = m.group(1) if m else _reason(got[0])
+    raise SparkMasterError(f"{master} is not a Spark Connect server: {why}")
+
+
+def _connect_session(master: str) -> SparkSession:
+    """A Spark Connect session on ``master`` with the checker's settings: its SQL
+    ones (SESSION_SQL), two shuffle partitions per core of the server's cluster
+    (as local_parallelism and _cluster_parallelism give), and no adaptive
+    execution on a local server (as get_session has it on a local master). The
+    server's JVM settings (memory, serializer, log level) are its own."""
+    try:
+        with warnings.catch_warnings():
+            # pandas versions PySpark has not been validated with (as in get_session)
+            warnings.simplefilter("ignore", FutureWarning)
+            session = SparkSession.builder.remote(master).create()
+    except Exception as e:  # noqa: BLE001 - one line naming the master instead
+        os.environ.pop(_CONNECT_MODE, None)
+        raise SparkMasterError(f"cannot start Spark Connect on {master}: {_reason(e)}") from None
+    server_master = _connect_first(session, master)
+    try:
+        for k, v in SESSION_SQL.items():
+            session.conf.set(k, v)
+        if server_master.startswith("local"):
+            session.conf.set("spark.sql.adaptive.enabled", "false")
+        # Spark Connect has no SparkContext to ask: a range over the default
+        # parallelism's slices has one partition per slice.
+        ids = session.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+        slices = ids.agg(F.max("p")).first()[0] + 1
+        session.conf.set("spark.sql.shuffle.partitions", str(2 * max(1, slices)))
+    except Exception as e:  # noqa: BLE001 - one line naming the master instead
+        _stop_connect(session)
+        raise SparkMasterError(f"cannot start Spark Connect on {master}: {_reason(e)}") from None
+    # A command that exits without shutdown() releases its server-side session
+    # (and the checkpoints it holds) instead of leaving it to the server's timeout.
+    atexit.register(_stop_connect, session)
+    return session
+
+
+def _stop_connect(session: SparkSession) -> None:
+    """Stop a Connect session: its running operations are interrupted and the
+    server releases it; pyspark.sql.functions build classic columns again. A server
+    that is gone is not waited for."""
+    try:
+        if not session.is_stopped:
+            _few_retries(session)
+            session.interruptAll()
+            session.stop()
+    except Exception:  # noqa: BLE001 - a server already gone has nothing to release
+        pass
+    os.environ.pop(_CONNECT_MODE, None)
+
+
+def _stop_session() -> None:
+    """Stop the cached session (a classic one leaves its driver JVM running for the
+    next)."""
+    global _session, _session_master
+    if _session is not None:
+        if is_connect(_session):
+            _stop_connect(_session)
+        else:
+            _session.stop()
+    _session, _session_master = None, None
 
 
 def task_slices(sc: SparkContext, items: int) -> int:
@@ -570,8 +703,9 @@ def one_check(spark: SparkSession, history_bytes: int) -> Iterator[bool]:
     the check cached (release) at its end. Yields whether the batch is small."""
     global _checks_done
     small = history_bytes <= SMALL_BATCH_BYTES
-    settings = {**(SMALL_BATCH if small else {}),
-                **(_INTERPRETED if small and _checks_done < interpreted_checks() else {})}
+    # A Connect server's JVM is not this process's: how warm it is is unknown here.
+    cold = _checks_done < interpreted_checks() and not is_connect(spark)
+    settings = {**(SMALL_BATCH if small else {}), **(_INTERPRETED if small and cold else {})}
     try:
         with session_conf(spark, settings):
             yield small
@@ -581,18 +715,31 @@ def one_check(spark: SparkSession, history_bytes: int) -> Iterator[bool]:
 
 
 def release(spark: SparkSession) -> None:
-    """Drop everything a check cached or checkpointed (the session stays up)."""
+    """Drop everything a check cached or checkpointed (the session stays up). A
+    Connect session cannot list the server's checkpoints: each is dropped on the
+    server as its DataFrame is dropped here (PySpark's CachedRemoteRelation), all of
+    them when the session stops, and their blocks go at the server's next
+    garbage collection (Spark's ContextCleaner). clearCache there is the server's,
+    shared by its sessions (docs/checker.md)."""
     spark.catalog.clearCache()
+    if is_connect(spark):
+        return
     for rdd in list(spark.sparkContext._jsc.getPersistentRDDs().values()):
         rdd.unpersist()
 
 
-def cancel_jobs(sc: SparkContext) -> None:
-    """Cancel every active job, each by its id. Not SparkContext.cancelAllJobs: it
-    cancels only the jobs that own a running stage and then forgets the others
-    (DAGScheduler.doCancelAllJobs, Spark 1.x to 4.x), so a job whose stages wait on a
-    shuffle stage another job created (two queries reading one cached DataFrame) is
-    never failed, and its caller waits for good."""
+def cancel_jobs(spark: SparkSession) -> None:
+    """Cancel every active job of the session, each by its id. Not
+    SparkContext.cancelAllJobs: it cancels only the jobs that own a running stage
+    and then forgets the others (DAGScheduler.doCancelAllJobs, Spark 1.x to 4.x), so
+    a job whose stages wait on a shuffle stage another job created (two queries
+    reading one cached DataFrame) is never failed, and its caller waits for good.
+    A Connect session interrupts its operations (interruptAll: the server cancels
+    the jobs tagged with each operation's id)."""
+    if is_connect(spark):
+        spark.interruptAll()
+        return
+    sc = spark.sparkContext
     jsc = sc._jsc.sc()
     for job_id in sc.statusTracker().getActiveJobsIds():
         jsc.cancelJob(job_id)
@@ -602,11 +749,9 @@ def shutdown(timeout: float = 120.0) -> None:
     """Stop the session and let the driver JVM this process launched exit by itself
     (not killed: a JVM writing a class-data archive does so on its way out), waiting
     up to ``timeout`` seconds for it."""
-    global _session, _session_master, _checks_done
+    global _checks_done
     with _lock:
-        if _session is not None:
-            _session.stop()
-            _session, _session_master = None, None
+        _stop_session()
         _checks_done = 0  # the next check meets a new, cold JVM
         gateway = SparkContext._gateway
         proc = getattr(gateway, "proc", None)

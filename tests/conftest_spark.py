@@ -8,11 +8,17 @@ planning are paid once for the whole suite. tests/conftest.py re-exports the
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from checker.api import RunResult, check_runs
 from checker.synth import RunBuilder
@@ -272,6 +278,56 @@ def checked_batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunResu
     results = check_runs([root])
     assert len(results) == len(builders)
     return {r.run_id: r for r in results}
+
+
+# -- the same batch on another master -----------------------------------------------
+
+BIG = "clean-100k"  # clean_100k
+
+
+def wait_for(what: str, ok: Callable[[], object], timeout: float = 90.0) -> None:
+    """Return once ok() is true (polled every 0.3 s); fail naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ok():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{what} within {timeout:.0f} s")
+
+
+def checked_on(master: str, tmp_path: Path,
+               checked_batch: dict[str, RunResult]) -> list[tuple[dict, RunResult]]:
+    """`isrlab check --master MASTER` of the test batch, copied without local[2]'s
+    check output and without the 100k-op run (minutes of a cold remote JVM for
+    nothing the other runs -- every anomaly kind, a bad run, an unfinished one --
+    do not show). Asserts the same runs and verdicts as local[2]; returns each run
+    checked without error as (its row in the command's --json, its local result)."""
+    (root,) = {Path(os.path.commonpath([str(r.run_dir) for r in checked_batch.values()]))}
+    tree = tmp_path / "batch"
+    shutil.copytree(root, tree, ignore=shutil.ignore_patterns("check", "index.html", BIG))
+    local = {k: r for k, r in checked_batch.items() if r.run_dir.name != BIG}
+    assert len(local) >= 10
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", "--master", master, "--no-report",
+         "--json", str(tree)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode in (1, 2), out.stderr  # the batch holds invalid and bad runs
+    runs = {r["run_id"]: r for r in json.loads(out.stdout)["runs"]}
+    assert set(runs) == set(local)
+    for run_id, result in local.items():
+        assert runs[run_id]["verdict"] == result.verdict, run_id
+    return [(runs[k], r) for k, r in local.items() if r.error is None]
+
+
+def essence(summary: dict, anomalies: list) -> tuple:
+    """What a check found: the verdict, the counts per kind, each anomaly's witness."""
+    return (summary["verdict"], sorted(summary["found"].items()),
+            sorted(json.dumps([a["kind"], a["witness"]], sort_keys=True) for a in anomalies))
+
+
+def anomalies_of(run_dir: Path | str) -> list:
+    return json.loads(Path(run_dir, "check", "anomalies.json").read_text())
 
 
 # -- runs the harness leaves when something was down or cut short ------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 import pyspark
 import pytest
 from conftest import ROOT, descendants, free_port
+from conftest_spark import BIG, wait_for
 
 from checker.api import RunResult
 from checker.client import check
@@ -33,20 +34,11 @@ pytestmark = [pytest.mark.spark]
 
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2
-BIG = "clean-100k"  # conftest_spark.clean_100k
 # The driver's heap cap (ISRLAB_SPARK_DRIVER_MEMORY): the least Spark starts with
 # (450 MiB: under it the driver refuses, INVALID_DRIVER_MEMORY.SYSTEM_MEMORY).
 # On a cluster the executors hold the data; the driver only plans and collects.
 DRIVER_MEMORY = "450m"
 
-
-def _wait(what: str, ok, timeout: float = 90.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ok():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"standalone cluster: {what} within {timeout:.0f} s")
 
 
 def _alive_workers(webui: int) -> int | None:
@@ -75,14 +67,16 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
              "--port", str(port), "--webui-port", str(webui)],
             env=env, stdout=log, stderr=log, start_new_session=True))
         try:
-            _wait("the master's web UI answering", lambda: _alive_workers(webui) is not None)
+            wait_for("standalone cluster: the master's web UI answering",
+                     lambda: _alive_workers(webui) is not None)
             for i in range(WORKERS):
                 procs.append(subprocess.Popen(
                     [spark_class, "org.apache.spark.deploy.worker.Worker", url,
                      "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
                      "--webui-port", str(free_port()), "--work-dir", str(tmp / f"work{i}")],
                     env=env, stdout=log, stderr=log, start_new_session=True))
-            _wait(f"{WORKERS} workers registered", lambda: _alive_workers(webui) == WORKERS)
+            wait_for(f"standalone cluster: {WORKERS} workers registered",
+                     lambda: _alive_workers(webui) == WORKERS)
             yield url, webui
         finally:
             for p in procs:

@@ -277,7 +277,8 @@ def test_cancelling_the_jobs_fails_one_waiting_on_anothers_stage() -> None:
     caller then waited for good (a CI run hung so in the abandon test above)."""
     from checker.spark import DEFAULT_MASTER, cancel_jobs, get_session
 
-    sc = get_session(DEFAULT_MASTER).sparkContext
+    spark = get_session(DEFAULT_MASTER)
+    sc = spark.sparkContext
     tracker = sc.statusTracker()
     # Each map task sleeps for good unless killed: only cancelling can end A and B.
     shuffled = sc.parallelize(range(2), 2).map(lambda x: (time.sleep(600), (x, x))[1]) \
@@ -305,7 +306,7 @@ def test_cancelling_the_jobs_fails_one_waiting_on_anothers_stage() -> None:
     while len(tracker.getActiveJobsIds()) < 2:
         assert time.monotonic() < deadline and b.is_alive()
         time.sleep(0.05)
-    cancel_jobs(sc)
+    cancel_jobs(spark)
     a.join(60)
     b.join(60)
     assert sorted(ended) == ["A", "B"], f"still waiting: {sorted({'A', 'B'} - set(ended))}"

@@ -156,6 +156,18 @@ def test_reproduce_and_matrix_refuse_a_bad_environment_master(tmp_path: Path,
     assert not runs.exists()
 
 
+def test_check_refuses_a_port_that_is_no_spark_connect_server(tmp_path: Path,
+                                                              http_port: int) -> None:
+    """An sc:// master that accepts TCP but speaks no gRPC (an HTTP server): the
+    Connect client's first call fails, which is one line (not ten minutes of the
+    client's retries), before any run is read."""
+    url = f"sc://127.0.0.1:{http_port}"
+    run = synthetic_run(tmp_path / "run")
+    _refused(["check", str(run), "--master", url],
+             f"isrlab: {url} is not a Spark Connect server: ")
+    assert not (run / "check").exists()
+
+
 def test_checker_start_refuses_a_malformed_master() -> None:
     _refused(["checker", "start", "--master", "local[abc]"],
              "isrlab: malformed Spark master 'local[abc]': give local[N], spark://HOST:PORT, "
