@@ -255,6 +255,12 @@ def at_most(df: DataFrame, most: int = MAX_IN) -> bool:
     return df.limit(most + 1).count() <= most
 
 
+def hints_off(spark: SparkSession) -> bool:
+    """Whether the session ignores join hints (checker.spark.SMALL_BATCH): then a
+    count made to choose a broadcast is a job for nothing."""
+    return spark.conf.get("spark.sql.optimizer.disableHints", "false") == "true"
+
+
 def broadcast_if(df: DataFrame, small: bool) -> DataFrame:
     """``df`` with a broadcast hint if it is known to be ``small`` (at most MAX_IN
     rows); a table of unbounded size is joined by shuffle instead."""

@@ -12,7 +12,7 @@ from checker.anomalies.base import OFFSET, AnomalyKind, Needs, rows
 from checker.anomalies.observations import step_before
 from checker.context import CheckContext, Known
 from checker.finallog import KEY
-from checker.scope import at_most, broadcast_if
+from checker.scope import at_most, broadcast_if, hints_off
 
 _SHOWN = 10
 # The range join's bucket width (any width finds the same; not the scope's).
@@ -51,7 +51,8 @@ def detect(ctx: CheckContext) -> DataFrame:
     final = ctx.scope.final.select(
         *KEY, F.shiftright("offset", _SPAN_BITS).alias("bucket"), F.col("offset").alias("skipped")
     )
-    hits = final.join(broadcast_if(spans, at_most(jumps)), [*KEY, "bucket"]).filter(
+    few = hints_off(ctx.spark) or at_most(jumps)
+    hits = final.join(broadcast_if(spans, few), [*KEY, "bucket"]).filter(
         (F.col("skipped") > F.col("prev_offset")) & (F.col("skipped") < F.col("offset"))
     )
     df = hits.groupBy(*KEY, "process", "index", "prev_index", "prev_offset", "offset").agg(
