@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -171,10 +172,13 @@ def _suspects(facts: Facts, unsure: set[tuple]) -> _Buckets:
     return out
 
 
-def _range_buckets(ranges: Iterable[tuple]) -> set[tuple]:
-    """The buckets of offset ranges (run, topic, partition, lo, hi)."""
-    return {(run, topic, part, b) for run, topic, part, lo, hi in ranges
-            for b in range(lo >> BUCKET_BITS, (hi >> BUCKET_BITS) + 1)}
+def _range_buckets(ranges: DataFrame | None) -> set[tuple]:
+    """The buckets of offset ranges (run, topic, partition, lo, hi): found in
+    Spark, so the driver holds at most one row per bucket, however many ranges."""
+    if ranges is None:
+        return set()
+    b = F.explode(F.sequence(F.shiftright("lo", BUCKET_BITS), F.shiftright("hi", BUCKET_BITS)))
+    return {tuple(r) for r in ranges.select(*KEY, b.alias("bucket")).distinct().collect()}
 
 
 def _records(history: DataFrame) -> DataFrame:
@@ -239,14 +243,33 @@ def _maybe_in(col: str, keys: Iterable[tuple]) -> Column:
     return F.expr(f"{col} IN ({','.join(map(str, xs))})") if xs else F.lit(False)
 
 
-def _values(df: DataFrame, value: str) -> set[tuple]:
-    """The distinct (run, topic, partition, value) of ``df``."""
-    return {tuple(r) for r in df.select(*KEY, value).distinct().collect()}
+def few(df: DataFrame, most: int = MAX_IN) -> list[tuple] | None:
+    """The rows of ``df`` if it has at most ``most``, else None: the driver reads
+    at most most + 1 of them, however large ``df`` is."""
+    rows = [tuple(r) for r in df.limit(most + 1).collect()]
+    return rows if len(rows) <= most else None
 
 
-def _of_values(df: DataFrame, values: DataFrame, value: str) -> DataFrame:
+def at_most(df: DataFrame, most: int = MAX_IN) -> bool:
+    """Whether ``df`` has at most ``most`` rows (counting no further)."""
+    return df.limit(most + 1).count() <= most
+
+
+def hints_off(spark: SparkSession) -> bool:
+    """Whether the session ignores join hints (checker.spark.SMALL_BATCH): then a
+    count made to choose a broadcast is a job for nothing."""
+    return spark.conf.get("spark.sql.optimizer.disableHints", "false") == "true"
+
+
+def broadcast_if(df: DataFrame, small: bool) -> DataFrame:
+    """``df`` with a broadcast hint if it is known to be ``small`` (at most MAX_IN
+    rows); a table of unbounded size is joined by shuffle instead."""
+    return F.broadcast(df) if small else df
+
+
+def _of_values(df: DataFrame, values: DataFrame, value: str, small: bool) -> DataFrame:
     """The rows of ``df`` whose ``value`` column is one of ``values``."""
-    return df.join(F.broadcast(values.withColumnRenamed("value", value)), [*KEY, value],
+    return df.join(broadcast_if(values.withColumnRenamed("value", value), small), [*KEY, value],
                    "left_semi")
 
 
@@ -278,8 +301,8 @@ def scope(
     facts: Facts,
     final: FinalLog,
     by_value: bool,
-    values: set[tuple],
-    final_ranges: Iterable[tuple],
+    values: DataFrame | None,
+    final_ranges: DataFrame | None,
     prune: bool | None = None,
     history_bytes: int = 0,
 ) -> Scope:
@@ -304,20 +327,25 @@ def scope(
     first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts, acks_in)),
                        buckets, "rec_offset")
                  .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
-    named = set(values)
+    # The named values stay in Spark (a chaos run can fail or resend millions of
+    # sends); the driver reads them only when they are few, for a set test.
+    named = [values] if values is not None else []
     if by_value:
-        named |= _values(first.filter((F.col("f") == "poll") | (F.col("type") == "ok")),
-                         "rec_value")
+        named.append(first.filter((F.col("f") == "poll") | (F.col("type") == "ok"))
+                     .select(*KEY, F.col("rec_value").alias("value")))
+    values = (keep(reduce(DataFrame.unionByName, named).distinct()) if named
+              else local_rows(spark, [], _VALUES))
+    listed_values = few(values)
+    small = listed_values is not None
     # The logs in one pass: the records in a listed bucket and those of the named
     # values. A value only a replica's log names there needs nothing more: outside
     # the listed buckets its records are one acked, committed and read record
     # that every source agrees on, and no value-keyed check can flag it.
-    values = local_rows(spark, list(named), _VALUES)
-    value_in = _maybe_in("value", named)
+    value_in = _maybe_in("value", listed_values) if small else F.lit(True)
     marked = keep(_mark(inputs.logs.filter(_maybe_in(bucket_sql, listed) | value_in), buckets,
                         "offset")
-                  .join(F.broadcast(values.withColumn("named", F.lit(True))), [*KEY, "value"],
-                        "left")
+                  .join(broadcast_if(values.withColumn("named", F.lit(True)), small),
+                        [*KEY, "value"], "left")
                   .filter(F.col("in_bucket") | F.col("named"))
                   .drop("named"))
     logs_all = marked.drop("bucket", "in_bucket")
@@ -332,7 +360,7 @@ def scope(
               .select(*KEY, "bucket").distinct().collect()}
     second = _touching(spark, inputs.history, logged | bk.unlogged, facts, value_in)
     recs_all = first.unionByName(_outside(
-        _of_values(_records(second), values, "rec_value"), buckets, "rec_offset"))
+        _of_values(_records(second), values, "rec_value", small), buckets, "rec_offset"))
     scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
         sends=scoped_sends,

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checker.finallog import KEY, PARTITIONS
+from checker.finallog import KEY
 from checker.latency import Histogram, bucket
-from checker.spark import local_rows
+from checker.spark import keep, local_rows
 
 VALUE = [*KEY, "value"]
 _COUNTS = ["n_invoke", "n_ok", "n_fail", "n_info"]
@@ -51,10 +51,15 @@ class RunSends:
 @dataclass
 class SendOps:
     runs: dict[str, RunSends] = field(default_factory=dict)
-    # (run, topic, partition, value) acknowledged more than once.
-    acked_twice: set[tuple] = field(default_factory=set)
-    # (run, topic, partition, value) of the odd values (see the module docstring).
-    odd: set[tuple] = field(default_factory=set)
+    # (run, topic, partition, value, n_ok) of the odd values (see the module
+    # docstring), kept in Spark: a chaos run may have millions (resends); None
+    # when there are none.
+    odd: DataFrame | None = None
+
+    @property
+    def acked_twice(self) -> DataFrame | None:
+        """(run, topic, partition, value) acknowledged more than once."""
+        return None if self.odd is None else self.odd.filter(F.col("n_ok") > 1).select(*VALUE)
 
 
 def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tuple]]
@@ -103,9 +108,10 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
         F.when(paired, F.col("t_hi") - F.col("t_lo")).alias("ns"),
     )
     out = SendOps()
-    _tally(_phased(spark, rows, windows), out)
-    if out.odd:
-        _tally(_phased(spark, _odd_pairs(spark, history, out.odd), windows), out)
+    if _tally(_phased(spark, rows, windows), out):
+        # Kept when first read (by the pairs' tally), for the scope's needs.
+        out.odd = keep(by_value.filter(odd).select(*VALUE, "n_ok"), eager=False)
+        _tally(_phased(spark, _odd_pairs(history, out.odd), windows), out)
     return out
 
 
@@ -156,13 +162,15 @@ def _phased(spark: SparkSession, rows: DataFrame, windows: dict[str, list[tuple]
     )
 
 
-def _tally(phased: DataFrame, out: SendOps) -> None:
+def _tally(phased: DataFrame, out: SendOps) -> int:
     """Add ``phased`` (send_ops' row shape, _phased: a value's counts and odd
     key, its completion d_* and latency ns where it has one, and its fault
-    window n) to ``out``, per run, fault window and latency bucket."""
+    window n) to ``out``, per run, fault window and latency bucket. Returns how
+    many odd values it saw."""
     tallies = phased.groupBy(
-        "run", *_ODD, "n", "d_type", bucket(F.col("ns")).alias("bucket")
+        "run", "n", "d_type", bucket(F.col("ns")).alias("bucket")
     ).agg(
+        F.count(_ODD[-1]).alias("n_odd"),
         *[F.sum(c).alias(c) for c in _COUNTS],
         F.min("t_lo").alias("t_lo"),
         F.max("t_hi").alias("t_hi"),
@@ -172,8 +180,10 @@ def _tally(phased: DataFrame, out: SendOps) -> None:
     ).collect()
     # Unpacked by position: a Row's attribute lookup costs ~2 us, and a swarm's
     # batch has ~750 tallies a run (~12 s of Python for 240 runs, ~1 s unpacked).
-    for (run, odd_topic, odd_partition, odd_value, n, d_type, bkt, n_invoke, n_ok, n_fail,
-         n_info, t_lo, t_hi, done, timed, ns_max) in tallies:
+    odd = 0
+    for (run, n, d_type, bkt, n_odd, n_invoke, n_ok, n_fail, n_info, t_lo, t_hi, done, timed,
+         ns_max) in tallies:
+        odd += n_odd
         s = out.runs.get(run)
         if s is None:
             s = out.runs[run] = RunSends()
@@ -191,19 +201,15 @@ def _tally(phased: DataFrame, out: SendOps) -> None:
             w[1] += done if d_type == "ok" else 0
         if timed:
             s.latency.add(bkt, timed, ns_max)
-        if odd_value is not None:
-            key = (run, odd_topic, odd_partition, odd_value)
-            out.odd.add(key)
-            if n_ok > 1:
-                out.acked_twice.add(key)
+    return odd
 
 
-def _odd_pairs(spark: SparkSession, history: DataFrame, odd: set[tuple]) -> DataFrame:
-    """The completions of the odd values in send_ops' row shape, each paired with
-    the op before it in its process among that value's lines (Jepsen: one op in
-    flight per process); their lines are counted already."""
-    keys = local_rows(spark, list(odd), f"{PARTITIONS}, value long")
-    lines = history.filter(F.col("f") == "send").join(F.broadcast(keys), VALUE, "left_semi")
+def _odd_pairs(history: DataFrame, odd: DataFrame) -> DataFrame:
+    """The completions of the ``odd`` values in send_ops' row shape, each paired
+    with the op before it in its process among that value's lines (Jepsen: one
+    op in flight per process); their lines are counted already. A shuffle join:
+    the odd values are not bounded."""
+    lines = history.filter(F.col("f") == "send").join(odd.select(*VALUE), VALUE, "left_semi")
     w = Window.partitionBy(*VALUE, "process").orderBy("index")
     prev_inv = F.lag("type").over(w) == "invoke"
     zero, none = F.lit(0).cast("long"), F.lit(None).cast("long")

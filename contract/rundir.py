@@ -504,19 +504,34 @@ def check_utf8(run: Path, rel: str) -> None:
     """RunDirError at the first byte that is not UTF-8 in a JSON-lines file of the
     run, a torn last line aside: for the checker, whose Spark scan would take such
     a byte for U+FFFD where read_jsonl refuses it. Reads the file in blocks of
-    whole lines."""
-    lines = offset = 0
-    with (Path(run) / rel).open("rb") as fh:
+    whole lines. An ASCII block (nearly every one) is only tested as such, and
+    lines are counted only to name a bad one: decoding and counting every block
+    took ~4x as long (12 s of Python for a 10M-operation history on a busy
+    machine, before Spark starts)."""
+    path = Path(run) / rel
+    offset = 0
+    with path.open("rb") as fh:
         while block := fh.read(1 << 20) + fh.readline():
-            try:
-                block.decode("utf-8")
-            except UnicodeDecodeError as e:
-                last = block.rfind(b"\n") + 1  # where the block's last line starts
-                at_end = not block.endswith(b"\n")  # only the file's end has no newline
-                if not (at_end and e.start >= last and _is_torn(block[last:])):
-                    _decode(run, rel, block, lines + 1, offset)  # raises, naming the line
-            lines += block.count(b"\n")
+            if not block.isascii():
+                try:
+                    block.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    last = block.rfind(b"\n") + 1  # where the block's last line starts
+                    at_end = not block.endswith(b"\n")  # only the file's end has no newline
+                    if not (at_end and e.start >= last and _is_torn(block[last:])):
+                        # Raises, naming the line.
+                        _decode(run, rel, block, _lines_before(path, offset) + 1, offset)
             offset += len(block)
+
+
+def _lines_before(path: Path, offset: int) -> int:
+    """How many lines of the file end before byte ``offset``."""
+    lines = 0
+    with path.open("rb") as fh:
+        while offset > 0 and (block := fh.read(min(1 << 20, offset))):
+            lines += block.count(b"\n")
+            offset -= len(block)
+    return lines
 
 
 def read_jsonl(run: Path, rel: str) -> list[dict[str, Any]]:

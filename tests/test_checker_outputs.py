@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from checker.api import RunResult, write_junit
+from checker.api import MAX_LISTED, RunResult, check_runs, write_junit
 from checker.results import write_results
 from checker.spark import get_session
+from checker.synth import RunBuilder
+from contract import ANOMALIES_JSON, CHECK, SUMMARY_JSON
 
 pytestmark = pytest.mark.spark
 
@@ -105,3 +108,30 @@ def test_fault_windows_by_expression_and_by_join_agree(
     assert tallies[len(windows)] == tallies[-1]
     # Sends completed after a fault in some run: the windows were really applied.
     assert any(n >= 1 and c[0] for w in tallies[-1].values() for n, c in w.items())
+
+
+def test_many_anomalies_of_a_kind_are_counted_and_capped(tmp_path: Path) -> None:
+    # More lost writes than are listed: summary.json counts every one, and
+    # anomalies.json lists exactly MAX_LISTED witnesses, the first by offset --
+    # checked record by record and through the digests (checker.scope).
+    lost = MAX_LISTED + 57
+    for prune in (False, True):
+        rb = RunBuilder(tmp_path / f"many-lost-{prune}", protocol="latest", expect=[])
+        for k in range(lost):  # acked at offset k ...
+            rb.send(0, 1 + k, k)
+        for k in range(lost):  # ... where the final log holds another, unacknowledged value
+            rb.send(1, 100_000 + k, result="info")
+        final = [100_000 + k for k in range(lost)]
+        log = [(0, v) for v in final]
+        rb.replica("A", log, role="leader", isr=["A", "B"])
+        rb.replica("B", log, role="follower", leader="A")
+        rb.final_read(final)
+        (result,) = check_runs([rb.write()], prune=prune)
+        summary = json.loads((result.run_dir / CHECK / SUMMARY_JSON).read_text())
+        listed = json.loads((result.run_dir / CHECK / ANOMALIES_JSON).read_text())
+        assert summary["found"] == {"lost-write": lost}
+        assert summary["anomaly_count"] == lost
+        assert summary["anomalies_listed"] == len(listed) == MAX_LISTED
+        assert [a["kind"] for a in listed] == ["lost-write"] * MAX_LISTED
+        assert [a["witness"]["value"] for a in listed] == list(range(1, MAX_LISTED + 1))
+        assert result.verdict == "invalid"

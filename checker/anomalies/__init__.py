@@ -6,6 +6,10 @@ union of the kinds' Needs is what the digests hash and the scope keeps.
 
 from __future__ import annotations
 
+from functools import reduce
+
+from pyspark.sql import DataFrame
+
 from checker.anomalies import (
     aborted_read,
     divergence,
@@ -40,11 +44,18 @@ COMPARED: tuple[str, ...] = tuple(sorted({f for k in REGISTRY for f in k.needs.c
 BY_VALUE: bool = any(k.needs.by_value for k in REGISTRY)
 
 
-def needed_values(known: Known) -> set[tuple]:
-    """(run, topic, partition, value) of every value some kind needs all records of."""
-    return {v for k in REGISTRY if k.needs.values for v in k.needs.values(known)}
+def _union(frames: list[DataFrame | None]) -> DataFrame | None:
+    some = [df for df in frames if df is not None]
+    return reduce(DataFrame.unionByName, some) if some else None
 
 
-def needed_final_ranges(known: Known) -> set[tuple]:
-    """(run, topic, partition, lo, hi): the final-log offset ranges some kind looks up."""
-    return {r for k in REGISTRY if k.needs.final_ranges for r in k.needs.final_ranges(known)}
+def needed_values(known: Known) -> DataFrame | None:
+    """(run, topic, partition, value) of every value some kind needs all records
+    of (with repeats), or None."""
+    return _union([k.needs.values(known) for k in REGISTRY if k.needs.values])
+
+
+def needed_final_ranges(known: Known) -> DataFrame | None:
+    """(run, topic, partition, lo, hi): the final-log offset ranges some kind looks
+    up, or None."""
+    return _union([k.needs.final_ranges(known) for k in REGISTRY if k.needs.final_ranges])

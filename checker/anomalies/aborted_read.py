@@ -59,11 +59,11 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-def failed_values(known: Known) -> set[tuple]:
+def failed_values(known: Known) -> DataFrame:
     """The values of failed sends: a read of one is the anomaly wherever it sits
     (sent again, acked and read, it is in a bucket every digest agrees on)."""
     failed = known.sparse.filter((F.col("f") == "send") & (F.col("type") == "fail"))
-    return {tuple(r) for r in failed.select(*KEY, "value").collect()}
+    return failed.select(*KEY, "value")
 
 
 KIND = AnomalyKind("aborted-read", detect, explain,

@@ -14,7 +14,7 @@ the detectors see.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +47,13 @@ class Needs:
     # Matches records by value across offsets: needs every record of each value
     # that a client op's record (an ack or a poll's) in those buckets names.
     by_value: bool = False
-    # -> (run, topic, partition, value): values it needs every record of.
-    values: Callable[[Known], Iterable[tuple]] | None = None
-    # -> (run, topic, partition, lo, hi): final-log offset ranges it looks up.
-    final_ranges: Callable[[Known], Iterable[tuple]] | None = None
+    # -> a DataFrame (run, topic, partition, value) of the values it needs every
+    # record of, or None. DataFrames, not driver sets: they can be as many as
+    # the history's lines (failed sends under a long partition, resends).
+    values: Callable[[Known], DataFrame | None] | None = None
+    # -> a DataFrame (run, topic, partition, lo, hi) of the final-log offset
+    # ranges it looks up, or None.
+    final_ranges: Callable[[Known], DataFrame | None] | None = None
 
 
 @dataclass(frozen=True)

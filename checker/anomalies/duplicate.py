@@ -51,7 +51,7 @@ def explain(w: dict[str, Any]) -> str:
     )
 
 
-def acked_twice(known: Known) -> set[tuple]:
+def acked_twice(known: Known) -> DataFrame | None:
     """A value acked twice, at two offsets where the final log holds it: every
     digest of both buckets agrees, so the scope must be told."""
     return known.sends.acked_twice

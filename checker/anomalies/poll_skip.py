@@ -12,6 +12,7 @@ from checker.anomalies.base import OFFSET, AnomalyKind, Needs, rows
 from checker.anomalies.observations import step_before
 from checker.context import CheckContext, Known
 from checker.finallog import KEY
+from checker.scope import at_most, broadcast_if, hints_off
 
 _SHOWN = 10
 # The range join's bucket width (any width finds the same; not the scope's).
@@ -32,17 +33,17 @@ def _spans(steps: DataFrame, final_sources: DataFrame) -> DataFrame:
     )
 
 
-def skipped_ranges(known: Known) -> list[tuple]:
+def skipped_ranges(known: Known) -> DataFrame:
     """(run, topic, partition, lo, hi): the final-log offsets the jumps span,
     which detect looks up."""
-    spans = _spans(known.steps, known.final.sources_df(known.spark))
-    return [tuple(r) for r in spans.select(*KEY, "lo", "hi").collect()]
+    return _spans(known.steps, known.final.sources_df(known.spark)).select(*KEY, "lo", "hi")
 
 
 def detect(ctx: CheckContext) -> DataFrame:
     # A range join, bucketed by offset so that each jump meets only the final-log
-    # records of the buckets it spans (jumps are few: broadcast them).
-    spans = _spans(ctx.steps, ctx.final_sources).withColumn(
+    # records of the buckets it spans (broadcast where the jumps are few).
+    jumps = _spans(ctx.steps, ctx.final_sources)
+    spans = jumps.withColumn(
         "bucket",
         F.explode(F.sequence(F.shiftright("lo", _SPAN_BITS), F.shiftright("hi", _SPAN_BITS))),
     ).drop("lo", "hi")
@@ -50,7 +51,8 @@ def detect(ctx: CheckContext) -> DataFrame:
     final = ctx.scope.final.select(
         *KEY, F.shiftright("offset", _SPAN_BITS).alias("bucket"), F.col("offset").alias("skipped")
     )
-    hits = final.join(F.broadcast(spans), [*KEY, "bucket"]).filter(
+    few = hints_off(ctx.spark) or at_most(jumps)
+    hits = final.join(broadcast_if(spans, few), [*KEY, "bucket"]).filter(
         (F.col("skipped") > F.col("prev_offset")) & (F.col("skipped") < F.col("offset"))
     )
     df = hits.groupBy(*KEY, "process", "index", "prev_index", "prev_offset", "offset").agg(
