@@ -350,8 +350,10 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             sc.narrow(with_epochs(sc.final, sc.logs).cache()),
             final.sources_df(spark),
         )
-        def figures_of_runs() -> dict[str, Any]:
-            return figures.run_figures(sparse, windows, sends, inputs.events, sc)
+        def figures_of_runs() -> tuple[dict[str, Any], dict[str, Any]]:
+            """The figures, then the reports' inputs (checker.reportinputs)."""
+            return (figures.run_figures(sparse, windows, sends, inputs.events, sc),
+                    report_inputs(spark, inputs.history, sparse, inputs.last_events))
 
         if small:
             say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")
@@ -359,16 +361,13 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
                 # The figures need nothing the kinds find: their queries run beside them.
                 figs_job = pool.submit(figures_of_runs)
                 found = _kinds_side_by_side(ctx, pool)
-                figs = figs_job.result()
-                reports_in = report_inputs(spark, inputs.history, sparse, inputs.last_events)
+                figs, reports_in = figs_job.result()
         else:
             say(f"checking {len(REGISTRY)} anomaly kinds")
             with shuffle_partitions(spark, 1 if sc.small else None):
                 found = _kinds_union(ctx)
-            say("computing figures")
-            figs = figures_of_runs()
-            say("reducing the history for the reports")
-            reports_in = report_inputs(spark, inputs.history, sparse, inputs.last_events)
+            say("computing figures and reducing the history for the reports")
+            figs, reports_in = figures_of_runs()
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)
     for r in found:

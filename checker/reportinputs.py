@@ -46,11 +46,11 @@ def client_ops(history: DataFrame) -> DataFrame:
 
 def report_inputs(spark: SparkSession, history: DataFrame, sparse: DataFrame,
                   last_events: dict[str, int]) -> dict[str, dict[str, Any]]:
-    """run (URI) -> its report inputs: {"client_ops": reports.clientops' reduction}.
+    """run (URI) -> its report inputs: {"client_ops": checker.clientops' reduction}.
 
     ``sparse``: checker.sparse's rows (nemesis ops, polls); ``last_events``: each
     run's last event time (checker.load.Inputs.last_events)."""
-    ops = keep(client_ops(history))
+    ops = keep(client_ops(history), eager=False)
     runs = {r.run: r for r in ops.groupBy("run").agg(
         F.count("*").alias("ops"), F.count_if(F.col("type") != "ok").alias("not_ok"),
         F.max("end").alias("end"), F.min("lat").alias("lat_min"),
@@ -67,31 +67,28 @@ def report_inputs(spark: SparkSession, history: DataFrame, sparse: DataFrame,
             ends[u] = max(ends.get(u, 0.0), t / 1e9)
     for u, r in runs.items():
         ends[u] = max(ends.get(u, 0.0), r.end)
-    out: dict[str, dict[str, Any]] = {}
-    for u, end in ends.items():
-        r = runs.get(u)
-        out[u] = {"end": end, "count": r.ops if r else 0, "not_ok": r.not_ok if r else 0,
-                  "processes": list(r.processes) if r else [],
-                  "latency_min": r.lat_min if r else None,
-                  "latency_max": r.lat_max if r else None,
-                  "listed": [], "lanes": {}, "latency": [], "failed": [], "throughput": {}}
-    if not runs:
-        return {u: {"client_ops": c} for u, c in out.items()}
-    widths = local_rows(spark, [
-        (u, co.edge(e) / co.LANE_BINS, co.edge(e) / co.LATENCY_BINS,
-         co.throughput_width(co.edge(e)),
-         int(co.edge(e) / co.throughput_width(co.edge(e))) + 1)
-        for u, e in ends.items() if u in runs],
-        "run string, lane_w double, lat_w double, tp_w double, nbins int")
-    binned = ops.join(F.broadcast(widths), "run")
+    out: dict[str, dict[str, Any]] = {u: co.reduce([], end) for u, end in ends.items()}
     few = [u for u, r in runs.items() if r.ops <= max(co.MAX_TIMELINE_OPS, co.MAX_POINTS)]
-    if few:
+    if few:  # every op listed: reduced here by the same code as the report's
+        listed: dict[str, list[dict[str, Any]]] = {u: [] for u in few}
         for row in ops.filter(F.col("run").isin(few)).orderBy("run", "index").collect():
-            out[row.run]["listed"].append({k: row[k] for k in _OP_FIELDS})
-    _lanes(binned, out)
-    _latency(binned, out)
-    _failed(spark, ops, runs, out)
-    _throughput(binned, out)
+            listed[row.run].append({k: row[k] for k in _OP_FIELDS})
+        out.update({u: co.reduce(listed[u], ends[u]) for u in few})
+    big = {u: r for u, r in runs.items() if u not in few}
+    if big:
+        for u, r in big.items():
+            out[u].update(count=r.ops, not_ok=r.not_ok, processes=list(r.processes),
+                          latency_min=r.lat_min, latency_max=r.lat_max)
+        t1 = {u: co.edge(ends[u]) for u in big}
+        widths = local_rows(spark, [
+            (u, t / co.LANE_BINS, t / co.LATENCY_BINS, co.throughput_width(t),
+             int(t / co.throughput_width(t)) + 1) for u, t in t1.items()],
+            "run string, lane_w double, lat_w double, tp_w double, nbins int")
+        binned = ops.join(F.broadcast(widths), "run")  # the big runs' ops only
+        _lanes(binned, out)
+        _latency(binned, out)
+        _failed(spark, ops, big, out)
+        _throughput(binned, out)
     return {u: {"client_ops": c} for u, c in out.items()}
 
 
