@@ -5,12 +5,14 @@ the replica grid and the whole page.
     python bench/render_report.py RUN_DIR [RUN_DIR ...] [-n 3]
 
 Each RUN_DIR must have been checked (check/summary.json). Prints, per run, its
-history lines, the median of `-n` timings of each part and the report's size.
+history lines, the median of `-n` timings of each part, the report's size and
+the process's peak resident memory so far (give one run to read one run's).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from contract import HISTORY  # noqa: E402
 from reports import grid  # noqa: E402
 from reports.render import render_run  # noqa: E402
 from reports.rundata import load  # noqa: E402
@@ -39,17 +42,20 @@ def main() -> int:
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("-n", type=int, default=3, help="timings per part (median)")
     args = ap.parse_args()
-    print("| run | history lines | read | grid | whole report | report size |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| run | history lines | read | grid | whole report | report size | peak memory |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for run in args.runs:
-        data = load(run)
-        facts = RunFacts(data)
+        with open(run / HISTORY, "rb") as f:
+            lines = sum(1 for _ in f)
         read = _median(args.n, load, run)
-        grids = _median(args.n, grid.build, data, facts)
+        data = load(run)
+        grids = _median(args.n, grid.build, data, RunFacts(data))
+        del data  # one run's data in memory at a time: the peak is one render's
         whole = _median(args.n, render_run, run)
         size = render_run(run).stat().st_size
-        print(f"| {run.name} | {len(data.history):,} | {read:.1f} s | {grids:.1f} s "
-              f"| {whole:.1f} s | {size / 1e6:.2f} MB |")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB -> GB
+        print(f"| {run.name} | {lines:,} | {read:.1f} s | {grids:.1f} s "
+              f"| {whole:.1f} s | {size / 1e6:.2f} MB | {peak:.1f} GB |", flush=True)
     return 0
 
 

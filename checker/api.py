@@ -42,6 +42,7 @@ from checker.heartbeat import Phases
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
+from checker.reportinputs import report_inputs, write_report_inputs
 from checker.rundir import RunDir, read_rundir
 from checker.sends import send_ops
 from checker.spark import (
@@ -296,6 +297,8 @@ def check_runs(
                                    job.figures.get(key, {}), master_of(spark),
                                    spark.version,
                                    int(spark.conf.get("spark.sql.shuffle.partitions"))))
+            write_report_inputs(runs[key].path, job.report_inputs.get(key),
+                                results[-1].summary["checked_at"])
     return results
 
 
@@ -308,6 +311,8 @@ class _Job:
     sources: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     figures: dict[str, Any] = field(default_factory=dict)
     bad: dict[str, RunDirError] = field(default_factory=dict)
+    # the report's inputs (checker.reportinputs), per run key
+    report_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], None],
@@ -346,8 +351,10 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             sc.narrow(with_epochs(sc.final, sc.logs).cache()),
             final.sources_df(spark),
         )
-        def figures_of_runs() -> dict[str, Any]:
-            return figures.run_figures(sparse, windows, sends, inputs.events, sc)
+        def figures_of_runs() -> tuple[dict[str, Any], dict[str, Any]]:
+            """The figures, then the reports' inputs (checker.reportinputs)."""
+            return (figures.run_figures(sparse, windows, sends, inputs.events, sc),
+                    report_inputs(spark, inputs.history, sparse, inputs.last_events))
 
         if small:
             say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")
@@ -355,13 +362,13 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
                 # The figures need nothing the kinds find: their queries run beside them.
                 figs_job = pool.submit(figures_of_runs)
                 found = _kinds_side_by_side(ctx, pool)
-                figs = figs_job.result()
+                figs, reports_in = figs_job.result()
         else:
             say(f"checking {len(REGISTRY)} anomaly kinds")
             with shuffle_partitions(spark, 1 if sc.small else None):
                 found = _kinds_union(ctx)
-            say("computing figures")
-            figs = figures_of_runs()
+            say("computing figures and reducing the history for the reports")
+            figs, reports_in = figures_of_runs()
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)
     for r in found:
@@ -370,4 +377,5 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         d = dict(s)
         job.sources[key_of[d.pop("run")]].append(d)
     job.figures = {key_of[k]: v for k, v in figs.items()}
+    job.report_inputs = {key_of[k]: v for k, v in reports_in.items()}
     return spark, job

@@ -52,6 +52,8 @@ from contract import (
 )
 from contract.rundir import RunDirError, find_line
 
+LAST_EVENT = "last_event"  # load_events' column: a run's last event time (ns)
+
 
 @dataclass
 class Inputs:
@@ -68,6 +70,8 @@ class Inputs:
     # RunDir key -> the first bad line of a run set aside (its rows are not in the
     # DataFrames above). Every run given, when none is left to check.
     bad: dict[str, RunDirError] = field(default_factory=dict)
+    # run (URI) -> the time (ns) of its last event: where the report's charts end
+    last_events: dict[str, int] = field(default_factory=dict)
 
 
 def uri_to_path(uri: str) -> str:
@@ -380,13 +384,15 @@ def _event_counts() -> list[Column]:
     return [changes("isr-shrink").alias("isr_shrinks"),
             changes("isr-expand").alias("isr_expands"),
             F.count_if(t == "leader-elected").alias("leader_elections"),
-            F.count_if(t == "truncate").alias("truncations")]
+            F.count_if(t == "truncate").alias("truncations"),
+            # not a figure: the report's charts end at the last time of the run
+            F.max(F.when(t.isNotNull(), F.col("time"))).alias(LAST_EVENT)]
 
 
 def load_events(spark: SparkSession, runs: dict[str, RunDir]
                 ) -> tuple[dict[str, dict[str, int]] | None, dict[str, tuple[str, RunDirError]]]:
-    """Each run's event figures (run URI -> _event_counts; None: no run has
-    events) and each run's first bad line, in one pass: the checker needs no
+    """Each run's event figures (run URI -> _event_counts, with its LAST_EVENT
+    time; None: no run has events) and each run's first bad line, in one pass: the checker needs no
     event row after it (the report reads events.jsonl itself), so nothing is
     kept. A simulated chaos run writes as many bytes of events as of history."""
     paths = [str(rd.path / EVENTS) for rd in runs.values() if rd.has_events]
@@ -395,10 +401,12 @@ def load_events(spark: SparkSession, runs: dict[str, RunDir]
     j = F.col("j")
     parsed = _read_json(spark, paths, schemas.EVENTS, with_file=len(runs) != 1).select(
         _run_uri(runs, F.lit("/" + EVENTS)).alias("run"), j["node"].alias("node"),
+        j["time"].alias("time"),
         _events_problem().alias("problem"), j["type"].alias("raw_type"))
     good = F.col("problem").isNull()
     rows = (
-        parsed.select("run", "node", "problem", F.when(good, F.col("raw_type")).alias("type"))
+        parsed.select("run", "node", "time", "problem",
+                      F.when(good, F.col("raw_type")).alias("type"))
         .groupBy("run")
         .agg(F.count_if(~good).alias("bad_lines"), *_event_counts())
         .collect()
@@ -476,6 +484,8 @@ def load_inputs(
         if facts.bad_logs:
             bad.update({k: v for k, v in bad_logs(spark, runs).items() if k not in bad})
         events, bad_events = events_job.result()
+    last_events = {u: c.pop(LAST_EVENT) for u, c in (events or {}).items()}
+    last_events = {u: t for u, t in last_events.items() if t is not None}
     bad.update({k: v for k, v in bad_events.items() if k not in bad})
     errors = {k: e for k, (_, e) in bad.items()}
     good = {k: rd for k, rd in runs.items() if k not in bad}
@@ -490,5 +500,5 @@ def load_inputs(
                         runs=facts.runs - uris)
     keys = _run_keys(good, facts.runs, history, single=len(runs) == 1)
     uri_of = {k: u for u, k in keys.items()}
-    return (Inputs(history, logs, *load_states(spark, good, uri_of), events, keys, errors),
-            facts)
+    return (Inputs(history, logs, *load_states(spark, good, uri_of), events, keys, errors,
+                   last_events), facts)

@@ -13,11 +13,14 @@ from checker.errors import CheckerError
 from contract import ANOMALIES_JSON, CHECK, SUMMARY_JSON
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, indent: int | None = 2) -> None:
+    """``indent=None``: compact (one line without spaces)."""
     tmp = path.with_name(path.name + ".tmp")
+    seps = None if indent is not None else (",", ":")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+        tmp.write_text(json.dumps(data, indent=indent, sort_keys=False, default=str,
+                                  separators=seps) + "\n")
         os.replace(tmp, path)
     except OSError as e:
         try:

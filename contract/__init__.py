@@ -14,7 +14,8 @@ __all__ = [
     "EVENTS", "EVENT_TYPES",
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
     "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
-    "REPORT_HTML", "RESERVE", "ROLES", "RUN_JSON", "RUN_STATUSES", "RUNNING", "STATE",
+    "REPORT_HTML", "REPORT_INPUTS_JSON", "RESERVE", "ROLES", "RUN_JSON", "RUN_STATUSES",
+    "RUNNING", "STATE",
     "SUMMARY_JSON",
     "TRACE", "UNFINISHED",
 ]
@@ -94,4 +95,6 @@ CHECK = "check"
 ANOMALIES_JSON = "anomalies.json"  # check/anomalies.json
 SUMMARY_JSON = "summary.json"  # check/summary.json
 REPORT_HTML = "report.html"  # check/report.html
+# check/report-inputs.json: what the report needs of the history, reduced by the check
+REPORT_INPUTS_JSON = "report-inputs.json"
 ASSERTIONS_JSON = "assertions.json"  # check/assertions.json: a scenario's figure assertions

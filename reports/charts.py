@@ -20,14 +20,12 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from checker import clientops
+from checker.clientops import LANE_BINS, LATENCY_BINS, MAX_POINTS, MAX_TIMELINE_OPS, WORST
 from reports.rundata import Progress, RunData, pkey, trace_progress
 from reports.story.facts import RunFacts, nodes_of, rule_of
 from reports.units import fmt_seconds, fmt_time, is_number
 
-MAX_TIMELINE_OPS = 1000  # more: each client lane in LANE_BINS bins (lane_bins)
-LANE_BINS = 400
-MAX_POINTS = 1000  # more: the latency chart's envelope and a sample of the failures
-LATENCY_BINS = 300
 MAX_LEADER_PARTITIONS = 4
 COLOURS = {"ok": "#1f7a3d", "fail": "#b3261e", "info": "#b26a00"}
 FAULT_COLOURS = {"down": "#b3261e", "paused": "#b26a00", "partitioned": "#6a3fb5"}
@@ -94,26 +92,6 @@ def fault_bands(data: RunData, facts: RunFacts, end: float) -> list[Band]:
             if WINDOWS[b.label][0] == it.type and (b.node in nodes or it.type == "heal"):
                 b.end = t
                 open_.remove(b)
-    return out
-
-
-def _ops(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Completed client ops with start/end seconds (invoke → next op of the process)."""
-    pending: dict[Any, dict[str, Any]] = {}
-    out = []
-    for o in history:
-        p = o.get("process")
-        if p == "nemesis":
-            continue
-        if o.get("type") == "invoke":
-            pending[p] = o
-        elif p in pending:
-            inv = pending.pop(p)
-            s, e = _s(inv.get("time")), _s(o.get("time"))
-            if s is not None and e is not None:
-                out.append({"process": str(p), "f": o.get("f"), "type": o.get("type"),
-                            "start": s, "end": e, "value": o.get("value"),
-                            "offset": o.get("offset"), "index": o.get("index")})
     return out
 
 
@@ -225,7 +203,8 @@ def _leadership(facts: RunFacts, end: float
 
 
 def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band],
-                     nodes: list[str], ops: list[dict[str, Any]]) -> str:
+                     nodes: list[str], ops: dict[str, Any]) -> str:
+    """``ops``: the client ops as reduced for the charts (checker.clientops)."""
     lane = 56
     top = 8
     body: list[str] = []
@@ -256,8 +235,8 @@ def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band
         body += _lane_markers(facts, sc, n, y + 9)
         y += lane
     body += _grid_x(sc, top, y)
-    if ops:
-        procs = sorted({o["process"] for o in ops}, key=_proc_key)
+    if ops["count"]:
+        procs = sorted(ops["processes"], key=_proc_key)
         row = 14 if len(procs) <= 12 else 8
         body.append(f'<text x="{LEFT - 8}" y="{y + 14}" class="lane" text-anchor="end">'
                     'client</text>')
@@ -270,8 +249,8 @@ def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band
             body.append(f'<line x1="{LEFT}" y1="{py + row / 2}" x2="{W - RIGHT}" '
                         f'y2="{py + row / 2}" class="gl"/>')
         index = {p: i for i, p in enumerate(procs)}
-        if len(ops) <= MAX_TIMELINE_OPS:
-            for o in ops:
+        if ops["count"] <= MAX_TIMELINE_OPS:
+            for o in ops["listed"]:
                 x0, x1 = sc.x(o["start"]), sc.x(o["end"])
                 py = y + index[o["process"]] * row + 2
                 tip = (f"{o['f']} {o['type']} value={o['value']} offset={o['offset']} "
@@ -280,7 +259,7 @@ def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band
                             f'height="{row - 4}" fill="{COLOURS.get(o["type"], "#888")}">'
                             f'{_title(tip)}</rect>')
         else:
-            for p, segs in lane_bins(ops, sc.t1).items():
+            for p, segs in lane_segments(ops["lanes"], sc.t1).items():
                 py = y + index[p] * row + 2
                 for t0, t1, typ, counts in segs:
                     x0, x1 = sc.x(t0), sc.x(t1)
@@ -297,39 +276,33 @@ def cluster_timeline(data: RunData, facts: RunFacts, sc: Scale, bands: list[Band
 
 # An aggregated lane's stretch: (from s, to s, the worst outcome in it, completions by type).
 Segment = tuple[float, float, str, dict[str, int]]
-WORST = ("fail", "info", "ok")  # a bin's colour: its worst outcome
 
 
 def lane_bins(ops: list[dict[str, Any]], t1: float, n: int = LANE_BINS
               ) -> dict[str, list[Segment]]:
-    """Each client's operations over the whole run in `n` equal time bins: a bin
-    takes the worst outcome of the operations in flight in it (fail, then info,
-    then ok), runs of bins alike merge into one stretch, and a bin with no
-    operation in flight is left empty."""
+    """Each client's operations over the whole run in `n` equal time bins
+    (lane_segments of the ops' reduction)."""
+    return lane_segments(clientops.lanes(ops, t1, n), t1, n)
+
+
+def lane_segments(lanes: dict[str, list[list[Any]]], t1: float, n: int = LANE_BINS
+                  ) -> dict[str, list[Segment]]:
+    """Each client's lane as drawn from its bins (checker.clientops: [bin, the
+    index in WORST of the worst outcome in flight, [[type, completions], ...]]):
+    runs of bins alike merge into one stretch; a bin with no operation in flight
+    is left empty."""
     width = t1 / n
-    worst: dict[str, list[int]] = {}  # process → per bin: index in WORST, or 3 (none)
-    done: dict[str, list[dict[str, int]]] = {}
-    for o in ops:
-        rank = WORST.index(o["type"]) if o["type"] in WORST else 1
-        bins = worst.setdefault(o["process"], [len(WORST)] * n)
-        ends = done.setdefault(o["process"], [{} for _ in range(n)])
-        b0, b1 = min(int(o["start"] / width), n - 1), min(int(o["end"] / width), n - 1)
-        for b in range(b0, b1 + 1):
-            bins[b] = min(bins[b], rank)
-        ends[b1][o["type"]] = ends[b1].get(o["type"], 0) + 1
     out: dict[str, list[Segment]] = {}
-    for p, bins in worst.items():
+    for p, bins in lanes.items():
         segs: list[Segment] = []
-        for b, rank in enumerate(bins):
-            if rank == len(WORST):
-                continue
+        for b, rank, done in bins:
             if segs and segs[-1][2] == WORST[rank] and abs(segs[-1][1] - b * width) < 1e-9:
                 t0, _, typ, counts = segs[-1]
                 segs[-1] = (t0, (b + 1) * width, typ, counts)
             else:
                 counts = {}
                 segs.append((b * width, (b + 1) * width, WORST[rank], counts))
-            for k, v in done[p][b].items():
+            for k, v in done:
                 counts[k] = counts.get(k, 0) + v
         out[p] = segs
     return out
@@ -389,11 +362,11 @@ def _y_log(v: float, lo: float, hi: float, y0: float, y1: float) -> float:
     return y1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (y1 - y0)
 
 
-def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list[str]) -> str:
+def latency(sc: Scale, ops: dict[str, Any], bands: list[Band], nodes: list[str]) -> str:
+    """``ops``: the client ops as reduced for the charts (checker.clientops)."""
     y0, y1 = 10, 190
-    lats = [max((o["end"] - o["start"]) * 1e3, 1e-3) for o in ops]
-    lo = 10 ** math.floor(math.log10(min(lats)))
-    hi = 10 ** math.ceil(math.log10(max(lats) * 1.01))
+    lo = 10 ** math.floor(math.log10(ops["latency_min"]))
+    hi = 10 ** math.ceil(math.log10(ops["latency_max"] * 1.01))
     body = _plot_area(sc, y0, y1)
     d = lo
     while d <= hi * 1.0001:
@@ -402,14 +375,13 @@ def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list
         d *= 10
     body.append(f'<text x="14" y="{(y0 + y1) / 2}" class="tick" transform="rotate(-90 14 '
                 f'{(y0 + y1) / 2})" text-anchor="middle">latency (log)</text>')
-    if len(ops) <= MAX_POINTS:
-        shown = ops
+    if ops["count"] <= MAX_POINTS:
+        shown = ops["listed"]
     else:  # the ok ops' envelope per bin, and an even sample of the others
-        body += _latency_envelope(sc, ops, lo, hi, y0, y1)
-        others = [o for o in ops if o["type"] != "ok"]
-        shown = sample(others, MAX_POINTS // 2)
+        body += _latency_envelope(sc, ops["latency"], lo, hi, y0, y1)
+        shown = ops["failed"]
     for o in shown:
-        lat = max((o["end"] - o["start"]) * 1e3, 1e-3)
+        lat = clientops.latency_ms(o["start"], o["end"])
         x, y = sc.x(o["end"]), _y_log(lat, lo, hi, y0, y1)
         colour = COLOURS.get(o["type"], "#888")
         tip = f"{o['f']} {o['type']} at {fmt_time(o['end'] * 1e9)}: {lat:.3g} ms"
@@ -429,39 +401,27 @@ def latency(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list
     return _svg(y + 20, body, "latency")
 
 
-def sample(items: list[Any], n: int) -> list[Any]:
-    """At most n of `items`, evenly spread over them (the first and the last kept)."""
-    if len(items) <= n:
-        return items
-    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
-
-
-def _latency_envelope(sc: Scale, ops: list[dict[str, Any]], lo: float, hi: float,
+def _latency_envelope(sc: Scale, env: list[list[Any]], lo: float, hi: float,
                       y0: float, y1: float) -> list[str]:
-    """The ok ops' latency per LATENCY_BINS bin of completion time: a band from the
-    lowest to the highest, a line at the median."""
+    """The ok ops' latency per LATENCY_BINS bin of completion time ([bin, lowest,
+    median, highest], checker.clientops): a band from the lowest to the highest, a
+    line at the median."""
     width = sc.t1 / LATENCY_BINS
-    bins: dict[int, list[float]] = {}
-    for o in ops:
-        if o["type"] == "ok":
-            bins.setdefault(int(o["end"] / width), []).append(
-                max((o["end"] - o["start"]) * 1e3, 1e-3))
-    runs: list[list[int]] = []  # runs of consecutive bins: no band across a gap
-    for b in sorted(bins):
-        if runs and runs[-1][-1] == b - 1:
-            runs[-1].append(b)
+    runs: list[list[list[Any]]] = []  # runs of consecutive bins: no band across a gap
+    for row in env:
+        if runs and runs[-1][-1][0] == row[0] - 1:
+            runs[-1].append(row)
         else:
-            runs.append([b])
+            runs.append([row])
     colour = COLOURS["ok"]
     out = []
     for run in runs:
         top, bottom, mid = [], [], []
-        for b in run:
-            lats = sorted(bins[b])
+        for b, low, median, high in run:
             for x in (sc.x(b * width), sc.x((b + 1) * width)):
-                top.append(f"{x:.1f},{_y_log(lats[-1], lo, hi, y0, y1):.1f}")
-                bottom.append(f"{x:.1f},{_y_log(lats[0], lo, hi, y0, y1):.1f}")
-                mid.append(f"{x:.1f},{_y_log(lats[len(lats) // 2], lo, hi, y0, y1):.1f}")
+                top.append(f"{x:.1f},{_y_log(high, lo, hi, y0, y1):.1f}")
+                bottom.append(f"{x:.1f},{_y_log(low, lo, hi, y0, y1):.1f}")
+                mid.append(f"{x:.1f},{_y_log(median, lo, hi, y0, y1):.1f}")
         out += [f'<polygon points="{" ".join(top + bottom[::-1])}" fill="{colour}" '
                 'fill-opacity=".25" stroke="none"><title>ok: lowest to highest latency per '
                 'bin</title></polygon>',
@@ -470,19 +430,12 @@ def _latency_envelope(sc: Scale, ops: list[dict[str, Any]], lo: float, hi: float
     return out
 
 
-def throughput(sc: Scale, ops: list[dict[str, Any]], bands: list[Band], nodes: list[str]
+def throughput(sc: Scale, ops: dict[str, Any], bands: list[Band], nodes: list[str]
                ) -> tuple[str, float]:
+    """``ops``: the client ops as reduced for the charts (checker.clientops)."""
     y0, y1 = 10, 150
-    width = max(sc.t1 / 60, 0.05)
-    nbins = int(sc.t1 / width) + 1
-    series = {}
-    for typ in COLOURS:
-        counts = [0] * nbins
-        for o in ops:
-            if o["type"] == typ:
-                counts[min(int(o["end"] / width), nbins - 1)] += 1
-        if any(counts):
-            series[typ] = [c / width for c in counts]
+    width = clientops.throughput_width(sc.t1)
+    series = {typ: [c / width for c in counts] for typ, counts in ops["throughput"].items()}
     top = max((max(v) for v in series.values()), default=1.0) or 1.0
     body = _plot_area(sc, y0, y1)
     for v in _int_ticks(top):
@@ -699,12 +652,16 @@ def replica_progress(data: RunData, facts: RunFacts, sc: Scale, part: str, nodes
 def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
     """The report's charts as {"title", "html", "note"} (inline SVG)."""
     facts = facts or RunFacts(data)
-    ops = _ops(data.history)
-    times = [o["end"] for o in ops] + [(_s(it.time) or 0.0) for it in facts.items.values()]
-    end = max(times, default=0.0)
+    ops = data.client_ops
+    if ops is None:  # a run checked before the checker reduced them
+        listed = clientops.ops_of(data.history)
+        times = [o["end"] for o in listed] + [(_s(it.time) or 0.0)
+                                              for it in facts.items.values()]
+        ops = clientops.reduce(listed, max(times, default=0.0))
+    end = ops["end"]
     if end <= 0:
         return []
-    sc = Scale(end * 1.02)
+    sc = Scale(clientops.edge(end))
     nodes = _nodes(data, facts)
     bands = fault_bands(data, facts, end)
     out = [{"title": "Cluster timeline", "html": cluster_timeline(data, facts, sc, bands,
@@ -712,12 +669,12 @@ def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
             "note": ("Each broker's lane: when it led (blue bar), its own fault windows "
                      "(thin band), its elections, truncations and power cycles "
                      "(markers link to the timeline table); below, each client's operations."
-                     + (f" The {len(ops):,} operations are drawn in {LANE_BINS} time bins of "
+                     + (f" The {ops['count']:,} operations are drawn in {LANE_BINS} time bins of "
                         f"{fmt_seconds(round(sc.t1 / LANE_BINS, 3))} per client, over the "
                         "whole run: a bin is red if an operation in flight in it failed, amber "
                         "if one ended indeterminate (info), green if all completed ok, empty "
                         "if the client had none in flight; its tooltip counts them."
-                        if len(ops) > MAX_TIMELINE_OPS else ""))}]
+                        if ops["count"] > MAX_TIMELINE_OPS else ""))}]
     trace = trace_progress(data.path)
     for part in sorted({p for ps in (facts.elections, facts.truncs) for p in ps})[:4]:
         svg = replica_progress(data, facts, sc, part, nodes, bands, trace)
@@ -726,12 +683,12 @@ def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
                         "note": PROGRESS_NOTE + (" From the sim backend's fetch-round trace "
                                                  "too: the exact LEO and HW after each round."
                                                  if trace else "")})
-    if ops:
-        others = sum(1 for o in ops if o["type"] != "ok")
+    if ops["count"]:
+        others = ops["not_ok"]
         out.append({"title": "Latency", "html": latency(sc, ops, bands, nodes),
                     "note": "Each completed client operation at its completion time." if
-                    len(ops) <= MAX_POINTS else
-                    f"The {len(ops) - others:,} ok operations as a band per "
+                    ops["count"] <= MAX_POINTS else
+                    f"The {ops['count'] - others:,} ok operations as a band per "
                     f"{fmt_seconds(round(sc.t1 / LATENCY_BINS, 3))} of completion time, from "
                     "the lowest to the highest latency, with a line at the median; the "
                     f"{others:,} failed or indeterminate ones as points at their completion "

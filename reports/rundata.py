@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import ANOMALIES_JSON, ASSERTIONS_JSON, CHECK, REPLICAS, SUMMARY_JSON, TRACE
+from contract import (
+    ANOMALIES_JSON,
+    ASSERTIONS_JSON,
+    CHECK,
+    REPLICAS,
+    REPORT_INPUTS_JSON,
+    SUMMARY_JSON,
+    TRACE,
+)
 from contract.rundir import (
     RunDirError,
     read_events,
@@ -55,6 +63,9 @@ class RunData:
     # check/assertions.json when it judged this check: the scenario's figure
     # assertions, each with its measured value and result (harness.run.assertions)
     assertions: list[dict[str, Any]] = field(default_factory=list)
+    # The client ops as the charts draw them (checker.clientops), from
+    # check/report-inputs.json; None: the charts reduce the history themselves.
+    client_ops: dict[str, Any] | None = None
 
 
 def pkey(topic: Any, partition: Any) -> str:
@@ -93,6 +104,9 @@ def load(run_dir: Path) -> RunData:
         ):
             source = DATA_DIR  # an older collector: no "source", but "running"/"offline"
         replicas[b] = Replica(b, source, state is not None, len(parts))
+    reduced = _check_object(check / REPORT_INPUTS_JSON)
+    if reduced is not None and reduced.get("checked_at") != summary.get("checked_at"):
+        reduced = None  # another check's: the report reduces the history itself
     return RunData(
         run_dir,
         meta,
@@ -104,6 +118,7 @@ def load(run_dir: Path) -> RunData:
         read_events(run_dir),
         replicas,
         asserted,
+        (reduced or {}).get("client_ops"),
     )
 
 
@@ -117,8 +132,9 @@ def _state(run_dir: Path, broker: str) -> dict[str, Any] | None:
 
 
 def _check_object(path: Path) -> dict[str, Any] | None:
-    """A JSON object the checker or the harness wrote in check/ (assertions.json),
-    or None when it is missing or unreadable (the report then goes without it)."""
+    """A JSON object the checker or the harness wrote in check/ (assertions.json,
+    report-inputs.json), or None when it is missing or unreadable (the report then
+    goes without it)."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -13,6 +13,7 @@ from collections import defaultdict
 import pytest
 from conftest_spark import CHAOS_LOSS, checked_chaos_loss, checked_scenario_runs
 
+from checker import clientops
 from reports import charts
 from reports.render import render_run
 from reports.rundata import load, trace_progress
@@ -128,7 +129,7 @@ def test_cluster_timeline_lanes_span_the_whole_run(chaos, chaos_report: str) -> 
     assert "First " not in note
     assert re.search(r"The [\d,]+ operations are drawn in 400 time bins of [\d.]+ ms per "
                      r"client, over the whole run", note), note
-    ops = charts._ops(load(chaos.run_dir).history)
+    ops = clientops.ops_of(load(chaos.run_dir).history)
     procs = {o["process"] for o in ops if o["process"] != "final"}
     end = {p: max(o["end"] for o in ops if o["process"] == p) for p in procs}
     # Each producer's and consumer's lane reaches its last operation's bin: the
