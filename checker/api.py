@@ -377,5 +377,6 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         d = dict(s)
         job.sources[key_of[d.pop("run")]].append(d)
     job.figures = {key_of[k]: v for k, v in figs.items()}
-    job.report_inputs = {key_of[k]: v for k, v in reports_in.items()}
+    # A run set aside as malformed (inputs.bad) has no key and gets no report inputs.
+    job.report_inputs = {key_of[k]: v for k, v in reports_in.items() if k in key_of}
     return spark, job
