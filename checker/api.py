@@ -354,7 +354,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         def figures_of_runs() -> tuple[dict[str, Any], dict[str, Any]]:
             """The figures, then the reports' inputs (checker.reportinputs)."""
             return (figures.run_figures(sparse, windows, sends, inputs.events, sc),
-                    report_inputs(spark, inputs.history, sparse, inputs.last_events))
+                    report_inputs(spark, inputs.history, sends, sparse, inputs.last_events))
 
         if small:
             say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")

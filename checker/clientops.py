@@ -8,14 +8,17 @@ checker wrote it (tests/test_report_inputs.py requires both to be equal). The
 bins depend on the chart's right edge, `t1`: the last completion or event of the
 run, plus 2%.
 
-An operation is an invoke and the process's next line (its completion); the
-nemesis is no client. Its latency is in milliseconds, at least 1 µs (the
+An operation is an invoke and its completion: a send's by its value (a producer
+has several in flight), anything else's the process's next line; the nemesis is
+no client. Its latency is in milliseconds, at least 1 µs (the
 latency chart is logarithmic).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from contract import NEMESIS_PROCESS
 
 MAX_TIMELINE_OPS = 1000  # more: each client lane in LANE_BINS bins
 LANE_BINS = 400
@@ -54,23 +57,90 @@ def sample_positions(count: int, n: int) -> list[int]:
 
 
 def ops_of(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Completed client ops with start/end seconds (invoke → next op of the process)."""
+    """Completed client ops with start/end seconds, in completion order.
+
+    A producer keeps several sends in flight per process, so a send pairs by its
+    value (topic, partition, value) as checker.sends pairs it: a plain value's
+    invoke and its one completion (SendOps.plain_pairs). The rest -- polls, and
+    the sends of a value that is not plain -- pair the Jepsen way among
+    themselves: a completion with its process's previous line, if an invoke."""
+    lines: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for o in history:
+        if o.get("f") == "send":
+            lines.setdefault(_value_key(o), []).append(o)
+    plain = {k: _plain_pair(ls) for k, ls in lines.items()}
     pending: dict[Any, dict[str, Any]] = {}
     out = []
     for o in history:
         p = o.get("process")
-        if p == "nemesis":
+        if o.get("f") == "send":
+            pair = plain[_value_key(o)]
+            if pair is not None:
+                if pair and o is pair["line"]:
+                    _add(out, pair["process"], pair["start"], pair["end"], pair["type"], pair)
+                continue
+        elif p == NEMESIS_PROCESS:
             continue
         if o.get("type") == "invoke":
             pending[p] = o
-        elif p in pending:
-            inv = pending.pop(p)
-            s, e = inv.get("time"), o.get("time")
-            if _number(s) and _number(e):
-                out.append({"process": str(p), "f": o.get("f"), "type": o.get("type"),
-                            "start": s / 1e9, "end": e / 1e9, "value": o.get("value"),
-                            "offset": o.get("offset"), "index": o.get("index")})
+        else:
+            inv = pending.pop(p, None)
+            if inv is not None:
+                _add(out, str(p), inv.get("time"), o.get("time"), o.get("type"), o)
     return out
+
+
+_DONE = ("ok", "fail", "info")
+
+
+def _value_key(o: dict[str, Any]) -> tuple[Any, ...]:
+    v = o.get("value")  # a string, as Spark's history schema reads it
+    return (o.get("topic"), o.get("partition"), None if v is None else str(v))
+
+
+def _long(p: Any) -> int | None:
+    """A process as Spark casts it to a long (None: not a number)."""
+    if isinstance(p, int) and not isinstance(p, bool):
+        return p
+    if isinstance(p, str) and p.strip().lstrip("+-").isdigit():
+        return int(p)
+    return None
+
+
+def _plain_pair(ls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A send value's lines as checker.sends judges them: None when the value is
+    odd (not one invoke, first, then at most one completion, by one process); {}
+    when plain but not completed; else its pair and its last line."""
+    invokes = [o for o in ls if o.get("type") == "invoke"]
+    dones = [o for o in ls if o.get("type") in _DONE]
+    procs = {_long(o.get("process")) for o in ls}
+    first = min(ls, key=_index)
+    if len(invokes) != 1 or len(dones) > 1 or first is not invokes[0] or None in procs \
+            or len(procs) > 1:
+        return None
+    if not dones:
+        return {}
+    rest = [o for o in ls if o.get("type") != "invoke"]
+    times = [o.get("time") for o in rest if _number(o.get("time"))]
+    return {"line": max(ls, key=_index), "process": min(str(o.get("process")) for o in ls),
+            "type": dones[0].get("type"), "start": invokes[0].get("time"),
+            "end": max(times, default=None), "f": "send", "value": dones[0].get("value"),
+            "offset": max((o["offset"] for o in rest if o.get("offset") is not None),
+                          default=None),
+            "index": max((o["index"] for o in ls if _number(o.get("index"))), default=None)}
+
+
+def _index(o: dict[str, Any]) -> float:
+    i = o.get("index")
+    return i if _number(i) else float("inf")
+
+
+def _add(out: list[dict[str, Any]], process: str, start: Any, end: Any, typ: Any,
+         o: dict[str, Any]) -> None:
+    if _number(start) and _number(end):
+        out.append({"process": process, "f": o.get("f"), "type": typ, "start": start / 1e9,
+                    "end": end / 1e9, "value": o.get("value"), "offset": o.get("offset"),
+                    "index": o.get("index")})
 
 
 def _number(v: Any) -> bool:

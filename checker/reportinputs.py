@@ -4,7 +4,7 @@ job from the history it has parsed, so that rendering a report reads kilobytes
 
 The client ops as the charts draw them (checker.clientops defines them and
 computes the same in Python; tests/test_report_inputs.py requires both equal):
-each invoke paired with its process's next line, then per run its counts and
+each invoke paired with its completion (checker.clientops.ops_of), then per run its counts and
 latency range, every op when there are few, else the lanes' bins, the ok
 latencies' envelope per bin and an even sample of the failures; and the
 completions per throughput bin. The bins' width follows the run's last time:
@@ -21,36 +21,49 @@ from pyspark.sql import functions as F
 
 from checker import clientops as co
 from checker.output import write_json
+from checker.sends import VALUE, SendOps
 from checker.spark import keep, local_rows
 from contract import CHECK, FINAL_PROCESS, NEMESIS_PROCESS, REPORT_INPUTS_JSON
 
 _OP_FIELDS = ("process", "f", "type", "start", "end", "value", "offset", "index")
 
 
-def client_ops(history: DataFrame) -> DataFrame:
+def client_ops(history: DataFrame, sends: SendOps) -> DataFrame:
     """run, and each completed client op: process, f, type, start and end
-    (seconds), value, offset, index (its completion's), latency (ms)."""
+    (seconds), value, offset, index (its completion's), latency (ms).
+
+    An op is an invoke and its completion. The plain sends, nearly all
+    of a history, come paired from checker.sends (paired by value, no sort); the
+    rest -- polls, odd sends -- are paired here over their process's lines."""
+    rest = history.filter(~F.coalesce(F.col("process") == NEMESIS_PROCESS, F.lit(False))
+                          & ~F.coalesce(F.col("f") == "send", F.lit(False)))
+    if sends.odd is not None:
+        rest = rest.unionByName(history.filter(F.col("f") == "send").join(
+            sends.odd.select(*VALUE), VALUE, "left_semi"))
     w = Window.partitionBy("run", "process").orderBy("index")
     invoke = F.coalesce(F.col("type") == "invoke", F.lit(False))
-    rows = history.filter(~F.coalesce(F.col("process") == NEMESIS_PROCESS, F.lit(False))).select(
+    rows = rest.select(
         "run", F.coalesce("process", F.lit("None")).alias("process"), "f", "type", "time",
         "value", "offset", "index", invoke.alias("inv"),
         F.lag(invoke).over(w).alias("after_invoke"), F.lag("time").over(w).alias("started"))
-    ops = rows.filter(~F.col("inv") & F.coalesce("after_invoke", F.lit(False))
-                      & F.col("time").isNotNull() & F.col("started").isNotNull())
+    paired = rows.filter(~F.col("inv") & F.coalesce("after_invoke", F.lit(False))
+                         & F.col("time").isNotNull() & F.col("started").isNotNull())
+    ops = sends.plain_pairs().filter(F.col("time").isNotNull() & F.col("started").isNotNull()
+                                     ).unionByName(paired.drop("inv", "after_invoke"))
     start, end = F.col("started") / 1e9, F.col("time") / 1e9
     return ops.select("run", "process", "f", "type", start.alias("start"), end.alias("end"),
                       "value", "offset", "index",
                       F.greatest((end - start) * 1e3, F.lit(1e-3)).alias("lat"))
 
 
-def report_inputs(spark: SparkSession, history: DataFrame, sparse: DataFrame,
+def report_inputs(spark: SparkSession, history: DataFrame, sends: SendOps, sparse: DataFrame,
                   last_events: dict[str, int]) -> dict[str, dict[str, Any]]:
     """run (URI) -> its report inputs: {"client_ops": checker.clientops' reduction}.
 
-    ``sparse``: checker.sparse's rows (nemesis ops, polls); ``last_events``: each
-    run's last event time (checker.load.Inputs.last_events)."""
-    ops = keep(client_ops(history), eager=False)
+    ``sends``: checker.sends' pairing; ``sparse``: checker.sparse's rows (nemesis
+    ops, polls); ``last_events``: each run's last event time
+    (checker.load.Inputs.last_events)."""
+    ops = keep(client_ops(history, sends), eager=False)
     runs = {r.run: r for r in ops.groupBy("run").agg(
         F.count("*").alias("ops"), F.count_if(F.col("type") != "ok").alias("not_ok"),
         F.max("end").alias("end"), F.min("lat").alias("lat_min"),

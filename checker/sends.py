@@ -55,6 +55,20 @@ class SendOps:
     # docstring), kept in Spark: a chaos run may have millions (resends); None
     # when there are none.
     odd: DataFrame | None = None
+    # send_ops' per-value aggregate (kept): counts, times, indexes, process
+    by_value: DataFrame | None = None
+
+    def plain_pairs(self) -> DataFrame:
+        """run, and each plain send (an invoke and its one completion, by one
+        process): process, f, type (the completion's), started (the invoke's
+        time), time, value, offset and index (the completion's). The pair the
+        Jepsen way gives (a completion is its process's next line), without
+        ordering the history by process; odd values are left out."""
+        assert self.by_value is not None
+        return self.by_value.filter(_paired()).select(
+            "run", "process", F.lit("send").alias("f"), _done_type().alias("type"),
+            F.col("t_invoke").alias("started"), F.col("t_done").alias("time"), "value",
+            "offset", F.col("i_hi").alias("index"))
 
     @property
     def acked_twice(self) -> DataFrame | None:
@@ -67,7 +81,9 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
     """Summarise every send line of ``history``. ``windows``: run -> its fault
     windows' starts as (time, index, ...), in order (checker.figures.faults)."""
     t, proc = F.col("type"), F.col("process").cast("long")
-    by_value = (
+    inv = t == "invoke"
+    # Kept: the report's client ops are its plain pairs too (SendOps.plain_pairs).
+    by_value = keep(
         history.filter(F.col("f") == "send")
         .groupBy(*VALUE)
         .agg(
@@ -76,26 +92,17 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
             F.max("time").alias("t_hi"),
             F.min("index").alias("i_lo"),
             F.max("index").alias("i_hi"),
-            F.min(F.when(t == "invoke", F.col("index"))).alias("invoke_index"),
+            F.min(F.when(inv, F.col("index"))).alias("invoke_index"),
             F.min(proc).alias("proc_lo"),
             F.max(proc).alias("proc_hi"),
-        )
+            F.min("process").alias("process"),
+            F.min(F.when(inv, F.col("time"))).alias("t_invoke"),
+            F.max(F.when(~inv, F.col("time"))).alias("t_done"),
+            F.max(F.when(~inv, F.col("offset"))).alias("offset"),
+        ),
+        eager=False,
     )
-    n_done = F.col("n_ok") + F.col("n_fail") + F.col("n_info")
-    # Plain: one invoke, first, then at most one completion, by one process.
-    odd = (
-        (F.col("n_invoke") != 1)
-        | (n_done > 1)
-        | (F.col("invoke_index") != F.col("i_lo"))
-        | F.col("proc_lo").isNull()
-        | (F.col("proc_lo") != F.col("proc_hi"))
-    )
-    paired = ~odd & (n_done == 1)
-    done_type = (
-        F.when(F.col("n_ok") == 1, F.lit("ok"))
-        .when(F.col("n_fail") == 1, F.lit("fail"))
-        .otherwise(F.lit("info"))
-    )
+    odd, paired = _odd(), _paired()
     rows = by_value.select(
         "run",
         *[F.when(odd, F.col(c[4:])).alias(c) for c in _ODD],
@@ -104,15 +111,42 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
         "t_hi",
         F.when(paired, F.col("t_hi")).alias("d_time"),
         F.when(paired, F.col("i_hi")).alias("d_index"),
-        F.when(paired, done_type).alias("d_type"),
+        F.when(paired, _done_type()).alias("d_type"),
         F.when(paired, F.col("t_hi") - F.col("t_lo")).alias("ns"),
     )
-    out = SendOps()
+    out = SendOps(by_value=by_value)
     if _tally(_phased(spark, rows, windows), out):
         # Kept when first read (by the pairs' tally), for the scope's needs.
         out.odd = keep(by_value.filter(odd).select(*VALUE, "n_ok"), eager=False)
         _tally(_phased(spark, _odd_pairs(history, out.odd), windows), out)
     return out
+
+
+def _n_done() -> Column:
+    return F.col("n_ok") + F.col("n_fail") + F.col("n_info")
+
+
+def _odd() -> Column:
+    """A value whose lines are not plain: one invoke, first, then at most one
+    completion, by one process (over send_ops' per-value aggregate)."""
+    return (
+        (F.col("n_invoke") != 1)
+        | (_n_done() > 1)
+        | (F.col("invoke_index") != F.col("i_lo"))
+        | F.col("proc_lo").isNull()
+        | (F.col("proc_lo") != F.col("proc_hi"))
+    )
+
+
+def _done_type() -> Column:
+    """A plain value's completion type."""
+    return (F.when(F.col("n_ok") == 1, F.lit("ok")).when(F.col("n_fail") == 1, F.lit("fail"))
+            .otherwise(F.lit("info")))
+
+
+def _paired() -> Column:
+    """A plain value with its completion."""
+    return ~_odd() & (_n_done() == 1)
 
 
 # Up to this many runs with fault windows, a completion's window is an expression

@@ -53,6 +53,17 @@ def test_sparks_reduction_equals_pythons(chaos) -> None:
     assert _plain(spark["client_ops"]) == _plain(python)
 
 
+def test_the_charts_count_every_send_a_producer_had_in_flight(chaos) -> None:
+    """A producer keeps several sends in flight per process: each is an op of its
+    own (paired by value), not only the one completing after the last invoke."""
+    ops = json.loads((chaos.run_dir / CHECK / REPORT_INPUTS_JSON).read_text())["client_ops"]
+    figures = chaos.summary["figures"]
+    sends_done = figures["sends_ok"] + figures["sends_fail"] + figures["sends_info"]
+    assert sends_done > 3 * len(ops["processes"])  # many sends a process
+    assert ops["count"] >= sends_done + figures["polls_ok"]
+    assert sum(sum(c) for c in ops["throughput"].values()) == ops["count"]
+
+
 def test_a_small_runs_reduction_lists_every_op(tmp_path) -> None:
     from checker.synth import sample_run
 
