@@ -42,6 +42,7 @@ from checker.heartbeat import Phases
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
+from checker.reporthistory import history_inputs
 from checker.reportinputs import report_inputs, write_report_inputs
 from checker.rundir import RunDir, read_rundir
 from checker.sends import send_ops
@@ -369,6 +370,9 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
                 found = _kinds_union(ctx)
             say("computing figures and reducing the history for the reports")
             figs, reports_in = figures_of_runs()
+        say("picking the history lines and replica rows the reports show")
+        for u, more in history_inputs(inputs, sparse, found, good).items():
+            reports_in.setdefault(u, {}).update(more)
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)
     for r in found:

@@ -174,6 +174,5 @@ def write_report_inputs(run_dir: Path, inputs: dict[str, Any] | None, checked_at
     """check/report-inputs.json of one run, for the check of `checked_at` (the
     report uses it only beside the summary.json of that check). A run with no
     line the inputs count gets the reduction of nothing."""
-    body = {"checked_at": checked_at,
-            **(inputs or {"client_ops": co.reduce([], 0.0)})}
+    body = {"checked_at": checked_at, "client_ops": co.reduce([], 0.0), **(inputs or {})}
     write_json(Path(run_dir) / CHECK / REPORT_INPUTS_JSON, body, indent=None)

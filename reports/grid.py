@@ -12,21 +12,13 @@ the start and the end) and fold the rest into gap rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from checker.gridrows import add_ack, anomaly_offsets, partition_rows
 from reports.rundata import Replica, RunData, pkey
 from reports.story.facts import RunFacts, rule_of
 from reports.units import fmt_time
-
-MAX_ROWS = 400  # rows besides the anomalies' own offsets and their context
-MAX_ANOMALY_ROWS = 1000  # an anomaly's offsets shown per partition (the lowest)
-MAX_GHOSTS = 200  # ghost rows per partition (the lowest offsets)
-CONTEXT = 3
-EDGE = 20
-# The rows a fold keeps, by what they are.
-PLAIN, MARKED, ANOMALY = 0, 1, 2
 
 
 @dataclass
@@ -130,11 +122,24 @@ def _acked(data: RunData) -> dict[str, dict[int, list[Any]]]:
     for op in data.history:
         if op.get("f") == "send" and op.get("type") == "ok" and isinstance(op.get("offset"),
                                                                              int):
-            vals = out.setdefault(pkey(op.get("topic"), op.get("partition")), {}).setdefault(
-                op["offset"], [])
-            if op.get("value") not in vals:
-                vals.append(op.get("value"))
+            add_ack(out.setdefault(pkey(op.get("topic"), op.get("partition")), {}),
+                    op["offset"], op.get("value"))
     return out
+
+
+def reduced_rows(data: RunData, lost: dict[str, set[Any]], must: dict[str, set[int]]
+                 ) -> dict[str, dict[str, Any]]:
+    """partition → checker.gridrows' grid, from the replica logs and the history: for
+    a run checked before the check computed it (report-inputs.json "grid")."""
+    acked, finals = _acked(data), _final_log(data)
+    logs: dict[str, dict[str, dict[int, tuple[Any, Any]]]] = {}
+    for b, by_part in data.logs.items():
+        for part, recs in by_part.items():
+            logs.setdefault(part, {})[b] = {int(r["offset"]): (r.get("epoch"), r.get("value"))
+                                            for r in recs}
+    return {part: partition_rows(by_broker, finals.get(part, {}), acked.get(part, {}),
+                                 lost.get(part, set()), must.get(part, set()))
+            for part, by_broker in logs.items()}
 
 
 def ghost_cell(facts: RunFacts, broker: str, part: str, off: int) -> Cell:
@@ -156,30 +161,9 @@ def ghost_cell(facts: RunFacts, broker: str, part: str, off: int) -> Cell:
     return Cell()
 
 
-def anomaly_offsets(witness: Any) -> set[int]:
-    """Every offset a witness names: the ints under an "offset" or "acked_offset"
-    key and in an "offsets" list (of ints or of objects with an offset), at any depth; what
-    "leo" and "hw" say about a replica's state is not an anomaly's offset."""
-    out: set[int] = set()
-    if isinstance(witness, dict):
-        for k, v in witness.items():
-            if k in ("offset", "acked_offset") and isinstance(v, int) and not isinstance(v, bool):
-                out.add(v)
-            elif k == "offsets" and isinstance(v, list):
-                out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
-                out.update(*(anomaly_offsets(x) for x in v if isinstance(x, dict)))
-            else:
-                out |= anomaly_offsets(v)
-    elif isinstance(witness, list):
-        for x in witness:
-            out |= anomaly_offsets(x)
-    return out
-
-
 def build(data: RunData, facts: RunFacts | None = None) -> list[Grid]:
     """One grid per partition: those with an anomaly first, then the others."""
     facts = facts or RunFacts(data)
-    acked = _acked(data)
     lost: dict[str, set[Any]] = {}
     divergent: dict[str, set[int]] = {}
     named: dict[str, dict[str, set[int]]] = {}  # partition → kind → offsets
@@ -191,121 +175,74 @@ def build(data: RunData, facts: RunFacts | None = None) -> list[Grid]:
             divergent.setdefault(k, set()).update(o["offset"] for o in a["witness"]["offsets"])
         named.setdefault(k, {}).setdefault(a["kind"], set()).update(
             anomaly_offsets(a.get("witness")))
-    finals = _final_log(data)
-    parts = sorted(
-        {p for logs in data.logs.values() for p in logs}
-        | {p for st in data.states.values() for p in st}
-    )
+    reduced = grid_rows(data)
+    if reduced is None:  # a run checked before the check reduced them
+        must = {k: set(divergent.get(k, set())) | {o for offs in named.get(k, {}).values()
+                                                   for o in offs}
+                for k in set(divergent) | set(named)}
+        reduced = reduced_rows(data, lost, must)
+    parts = sorted(set(reduced) | {p for st in data.states.values() for p in st})
     grids = [_partition_grid(data, facts, part, lost.get(part, set()),
-                             divergent.get(part, set()), acked.get(part, {}),
-                             finals.get(part, {}), named.get(part, {})) for part in parts]
+                             divergent.get(part, set()), reduced.get(part), named.get(part, {}))
+             for part in parts]
     return sorted(grids, key=lambda g: not g.anomalies)  # stable: by partition within
 
 
-def _lost_offsets(acked_p: dict[int, list[Any]], lost_p: set[Any]) -> set[int]:
-    """Where each lost value was acknowledged: the offset to show even when the
-    replicas now hold another record there (it was overwritten, not removed)."""
-    return {off for off, vals in acked_p.items() if any(v in lost_p for v in vals)}
+def grid_rows(data: RunData) -> dict[str, dict[str, Any]] | None:
+    """partition → its grid as the check computed it (report-inputs.json "grid"), or
+    None for a run checked before."""
+    return (data.inputs or {}).get("grid")
+
+
+def log_brokers(data: RunData) -> set[str]:
+    """The brokers whose replica log holds a record."""
+    reduced = grid_rows(data)
+    if reduced is None:
+        return {b for b, by_part in data.logs.items() if by_part}
+    return {b for g in reduced.values() for b in g["brokers"]}
+
+
+_EMPTY = {"rows": [], "hidden": 0, "epochs": [], "lost_offsets": [], "unshown": 0,
+          "brokers": []}
 
 
 def _partition_grid(data: RunData, facts: RunFacts, part: str, lost_p: set[Any], div_p: set[int],
-                    acked_p: dict[int, list[Any]], final: dict[int, Any],
-                    named: dict[str, set[int]]) -> Grid:
-    brokers = sorted(
-        b for b in data.logs if part in data.logs[b] or part in data.states.get(b, {})
-    )
-    logs = [{int(r["offset"]): r for r in data.logs[b].get(part, [])} for b in brokers]
+                    reduced: dict[str, Any] | None, named: dict[str, set[int]]) -> Grid:
+    red = reduced or _EMPTY
+    # every broker under replicas/ (a RunData made without them: those with a log)
+    dirs = set(data.replicas) or set(data.logs)
+    brokers = sorted(b for b in dirs if b in red["brokers"] or part in data.states.get(b, {}))
     states = [data.states.get(b, {}).get(part, {}) for b in brokers]
-    top = max([max(m, default=-1) for m in logs] + [max(final, default=-1)])
-    ghosts = sorted(o for o in acked_p if o > top)[:MAX_GHOSTS]
     if lost_p:  # a witness without its offset: where the lost values were acknowledged
         named = {**named, "lost-write": named.get("lost-write", set())
-                 | _lost_offsets(acked_p, lost_p)}
-    must = set(div_p) | {o for offs in named.values() for o in offs}
-    shown_must = set(sorted(o for o in must if 0 <= o <= top)[:MAX_ANOMALY_ROWS])
-    # One cheap pass decides which offsets are worth a row (a chaos run has hundreds
-    # of thousands); Row and Cell objects are made for those only.
-    epochs: set[Any] = set()
-    interesting = []
-    for off in range(top + 1):
-        present = set()
-        lost_here = False
-        for log in logs:
-            r = log.get(off)
-            if r is not None:
-                present.add((r.get("epoch"), r.get("value")))
-                lost_here = lost_here or r.get("value") in lost_p
-        epochs.update(e for e, _ in present if e is not None)
-        interesting.append(ANOMALY if off in shown_must or lost_here else
-                           MARKED if len(present) > 1 else PLAIN)
-    interesting += [ANOMALY] * len(ghosts)
+                 | set(red["lost_offsets"])}
 
-    def make(i: int) -> Row:
-        if i > top:
-            off = ghosts[i - top - 1]
+    def make(r: dict[str, Any]) -> Row:
+        if "gap" in r:
+            return Row(-1, [], Cell(), gap=r["gap"])
+        off = r["o"]
+        acked = [(v, v in lost_p) for v in r["a"]]
+        if r.get("g"):
             cells = [ghost_cell(facts, b, part, off) for b in brokers]
             for c in cells:
                 c.lost = c.present and c.value in lost_p
-            return Row(off, cells, Cell(), ghost=True,
-                       acked=[(v, v in lost_p) for v in acked_p[off]])
+            return Row(off, cells, Cell(), ghost=True, acked=acked)
         cells = []
-        for log, st in zip(logs, states, strict=True):
-            r = log.get(i)
-            cells.append(Cell() if r is None else Cell(
-                r.get("epoch"), r.get("value"), True,
-                isinstance(st.get("hw"), int) and i >= st["hw"], r.get("value") in lost_p))
-        fv = final.get(i)
+        for b, st in zip(brokers, states, strict=True):
+            rec = r["c"].get(b)
+            cells.append(Cell() if rec is None else Cell(
+                rec[0], rec[1], True, isinstance(st.get("hw"), int) and off >= st["hw"],
+                rec[1] in lost_p))
+        fv = r.get("f")
         present = {(c.epoch, c.value) for c in cells if c.present}
-        return Row(i, cells, Cell(None, fv, fv is not None), differs=len(present) > 1,
-                   divergent=i in div_p, acked=[(v, v in lost_p) for v in acked_p.get(i, [])])
+        return Row(off, cells, Cell(None, fv, fv is not None), differs=len(present) > 1,
+                   divergent=off in div_p, acked=acked)
 
     heads = [head(b, data.replicas.get(b), st) for b, st in zip(brokers, states, strict=True)]
-    g = Grid(part, brokers, states, heads, epochs=sorted(epochs),
-             anomalies={k: sorted(v) for k, v in sorted(named.items())},
-             unshown=len({o for o in must if 0 <= o <= top} - shown_must))
-    g.rows, g.hidden = _fold(interesting, make)
-    return g
-
-
-def _fold(interesting: list[int], make: Callable[[int], Row]) -> tuple[list[Row], int]:
-    """The rows shown (made by `make(i)`) and how many are hidden: all of them up to
-    MAX_ROWS, else every ANOMALY row (an anomaly's offset, a lost value, a ghost)
-    with CONTEXT rows around it, then -- up to MAX_ROWS more -- the first rows
-    (CONTEXT of them when there is an anomaly to show, else EDGE), the last EDGE,
-    and CONTEXT rows around each MARKED one; folds stand for the rest."""
-    n = len(interesting)
-    if n <= MAX_ROWS:
-        return [make(i) for i in range(n)], 0
-    must: set[int] = set()
-    for i, level in enumerate(interesting):
-        if level == ANOMALY:
-            must.update(range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)))
-    head = CONTEXT if must else EDGE
-    extra = [*range(head), *range(n - EDGE, n),
-             *(i for i, lv in enumerate(interesting) if lv == MARKED)]
-    keep = set(must)
-    for i in extra:  # in this order: the head, the tail, the marked rows
-        if len(keep - must) >= MAX_ROWS:
-            break
-        if interesting[i] == MARKED:
-            keep.update(range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)))
-        else:
-            keep.add(i)
-    out: list[Row] = []
-    hidden = 0
-    gap = 0
-    for i in range(n):
-        if i in keep:
-            if gap:
-                out.append(Row(-1, [], Cell(), gap=gap))
-                gap = 0
-            out.append(make(i))
-        else:
-            gap += 1
-            hidden += 1
-    if gap:
-        out.append(Row(-1, [], Cell(), gap=gap))
-    return out, hidden
+    return Grid(part, brokers, states, heads, rows=[make(r) for r in red["rows"]],
+                epochs=red["epochs"], hidden=red["hidden"],
+                anomalies={k: sorted(v) for k, v in sorted(named.items())},
+                unshown=red["unshown"])
 
 
 # Golden-angle hues put consecutive epochs far apart, but epochs a Fibonacci

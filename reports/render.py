@@ -128,6 +128,7 @@ def _other_notes(data: RunData) -> list[str]:
 def _replica_notes(data: RunData) -> list[str]:
     """Brokers whose final state is not what a running broker reported."""
     out = []
+    with_logs = grid.log_brokers(data)
     for b, r in sorted(data.replicas.items()):
         if not r.has_state:
             out.append(f"{b} has no readable state.json: its log is shown without its "
@@ -138,7 +139,7 @@ def _replica_notes(data: RunData) -> list[str]:
                 "from its data directory, as its next start would find them. It has no "
                 "role, leader epoch or ISR to report."
             )
-        if r.has_state and r.partitions == 0 and not data.logs.get(b):
+        if r.has_state and r.partitions == 0 and b not in with_logs:
             out.append(f"{b} hosts no partition: its state.json lists none.")
     return out
 
@@ -187,9 +188,10 @@ def _details(it: story.Item) -> str:
     if it.source in ("client", "final"):
         recs = f.pop("records", None)
         if isinstance(recs, list):
-            out.append(f"{len(recs)} records: " + ", ".join(
+            n = it.records_seen[0] if it.records_seen else len(recs)  # the whole read's
+            out.append(f"{n} records: " + ", ".join(
                 f"{r[0]}:{r[1]}" for r in recs[:12] if isinstance(r, list) and len(r) == 2)
-                + (" …" if len(recs) > 12 else ""))
+                + (" …" if n > 12 else ""))
     out += [f"{k} {_short(v)}" for k, v in f.items() if v not in (None, [], {})]
     return " · ".join(out)
 
@@ -267,9 +269,11 @@ _CONSUMER_FIGURES = ("polls_ok", "poll_latency_ms_p50_p95_p99", "poll_latency_ms
                      "unseen_acked")
 
 
-def _figures(s: dict[str, Any], history: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    consumers = any(op.get("f") == "poll" and op.get("process") != FINAL_PROCESS
-                    for op in history)
+def _figures(s: dict[str, Any], data: RunData) -> list[tuple[str, str]]:
+    consumers = data.inputs.get("consumers")
+    if consumers is None:  # a run checked before the check said
+        consumers = any(op.get("f") == "poll" and op.get("process") != FINAL_PROCESS
+                        for op in data.history)
     return [figure_row(k, v) for k, v in (s.get("figures") or {}).items()
             if k != "availability" and (consumers or k not in _CONSUMER_FIGURES)]
 
@@ -308,7 +312,7 @@ def render_run(run_dir: Path) -> Path:
             kinds_checked=s.get("kinds_checked") or [],
             missing=s.get("missing") or [],
             config=_config(data.meta),
-            figures=_figures(s, data.history),
+            figures=_figures(s, data),
             availability=(s.get("figures") or {}).get("availability") or [],
             final_log=s.get("final_log") or [],
             charts=charts.build(data, facts),

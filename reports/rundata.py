@@ -4,6 +4,7 @@ run's own files read by contract.rundir, and the checker's check/*.json."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,17 +47,22 @@ class Replica:
         return self.source == DATA_DIR
 
 
+Logs = dict[str, dict[str, list[dict[str, Any]]]]
+
+
 @dataclass
 class RunData:
     path: Path
     meta: dict[str, Any]
     summary: dict[str, Any]
     anomalies: list[dict[str, Any]]
-    # broker → partition key "topic/partition" → list of log records (dicts)
-    logs: dict[str, dict[str, list[dict[str, Any]]]]
+    # broker → partition key "topic/partition" → list of log records (dicts); or
+    # the function that reads them, called on first use (RunData.logs)
+    _logs: Logs | Callable[[], Logs]
     # broker → partition key → state dict
     states: dict[str, dict[str, dict[str, Any]]]
-    history: list[dict[str, Any]]
+    # history.jsonl's ops, or the function that reads them (RunData.history)
+    _history: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
     events: list[dict[str, Any]]
     # broker → its source and state.json presence, every broker under replicas/
     replicas: dict[str, Replica] = field(default_factory=dict)
@@ -66,6 +72,24 @@ class RunData:
     # The client ops as the charts draw them (checker.clientops), from
     # check/report-inputs.json; None: the charts reduce the history themselves.
     client_ops: dict[str, Any] | None = None
+    # check/report-inputs.json of this check ({} without one): what the check
+    # reduced the history and the replica logs to (docs/run-directory.md)
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> Logs:
+        """The replica logs, read when first asked for: a report from the check's
+        inputs never is."""
+        if callable(self._logs):
+            self._logs = self._logs()
+        return self._logs
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """history.jsonl, read when first asked for (as RunData.logs)."""
+        if callable(self._history):
+            self._history = self._history()
+        return self._history
 
 
 def pkey(topic: Any, partition: Any) -> str:
@@ -86,15 +110,10 @@ def load(run_dir: Path) -> RunData:
         summary = {**summary, "verdict": judged.get("verdict", summary.get("verdict"))}
         asserted = [a for a in judged.get("assertions") or [] if isinstance(a, dict)]
     anomalies, _ = read_json(run_dir, f"{CHECK}/{ANOMALIES_JSON}")
-    logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     states: dict[str, dict[str, dict[str, Any]]] = {}
     replicas: dict[str, Replica] = {}
     rep = run_dir / REPLICAS
     for b in sorted(p.name for p in rep.iterdir() if p.is_dir()) if rep.is_dir() else []:
-        by_part: dict[str, list[dict[str, Any]]] = {}
-        for r in read_log(run_dir, b):
-            by_part.setdefault(pkey(r.get("topic"), r.get("partition")), []).append(r)
-        logs[b] = by_part
         state = _state(run_dir, b)
         parts = [p for p in (state or {}).get("partitions") or [] if isinstance(p, dict)]
         states[b] = {pkey(p.get("topic"), p.get("partition")): p for p in parts}
@@ -112,14 +131,25 @@ def load(run_dir: Path) -> RunData:
         meta,
         summary,
         anomalies,
-        logs,
+        lambda: _read_logs(run_dir, list(replicas)),
         states,
-        read_history(run_dir),
+        lambda: read_history(run_dir),
         read_events(run_dir),
         replicas,
         asserted,
         (reduced or {}).get("client_ops"),
+        reduced or {},
     )
+
+
+def _read_logs(run_dir: Path, brokers: list[str]) -> Logs:
+    logs: Logs = {}
+    for b in brokers:
+        by_part: dict[str, list[dict[str, Any]]] = {}
+        for r in read_log(run_dir, b):
+            by_part.setdefault(pkey(r.get("topic"), r.get("partition")), []).append(r)
+        logs[b] = by_part
+    return logs
 
 
 def _state(run_dir: Path, broker: str) -> dict[str, Any] | None:

@@ -28,6 +28,9 @@ class Item:
     fields: dict[str, Any]
     source: str  # event | nemesis | client | final
     in_story: bool = False
+    # a final read whose records the check cut (checker.reportops.trim_final): the
+    # whole read's records, distinct offsets and end offset
+    records_seen: tuple[int, int, int] | None = None
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.fields.get(key, default)
@@ -103,7 +106,11 @@ class RunFacts:
         labels = data.meta.get("labels") or {}
         self.labels = {v: lab for lab, vs in labels.items() if isinstance(vs, list) for v in vs}
         self._events(data.events)
-        self._history(data.history)
+        story = data.inputs.get("story")
+        # The lines the check picked for the story (checker.reportops), else all of them.
+        self.trimmed = {int(i): tuple(n) for i, n in (story or {}).get("final_records",
+                                                                       {}).items()}
+        self._history(data.history if story is None else story["ops"])
         self.windows = self._windows()
 
     # -- indexing ----------------------------------------------------------------
@@ -198,7 +205,8 @@ class RunFacts:
             node = "nemesis" if source == "nemesis" else (
                 "final read" if source == "final" else f"client {o.get('process')}")
             typ = str(o.get("f")) if source == "nemesis" else f"{o.get('f')} {o.get('type')}"
-            self.items[iid] = Item(iid, time_or_none(o.get("time")), node, typ, fields, source)
+            self.items[iid] = Item(iid, time_or_none(o.get("time")), node, typ, fields, source,
+                                   records_seen=self.trimmed.get(o["index"]))
         return self.items[iid]
 
     def op_item(self, index: Any) -> Item | None:

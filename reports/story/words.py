@@ -226,6 +226,9 @@ def line_text(ln: Line, f: RunFacts) -> str:
         recs = it.get("records") or []
         by_off = {r[0]: r[1] for r in recs if isinstance(r, list) and len(r) == 2}
         end = max(by_off, default=-1) + 1
+        count = len(by_off)
+        if it.records_seen is not None:  # the check cut its records: the whole read's
+            _, count, end = it.records_seen
         parts = []
         for o, v in sorted(ln.finals.items())[:MAX_VALUES]:
             if o in by_off:
@@ -238,7 +241,7 @@ def line_text(ln: Line, f: RunFacts) -> str:
                   for v, offs in sorted(ln.twice.items(), key=lambda x: x[1])]
         if len(ln.finals) > MAX_VALUES:
             parts[MAX_VALUES - 1] += _more(len(ln.finals))
-        return (f"Final read of {ln.part}: {plural(len(by_off), 'record')}"
+        return (f"Final read of {ln.part}: {plural(count, 'record')}"
                 + (f" ({offsets_phrase(range(end))})" if end else "")
                 + "; " + "; ".join(parts) + ".")
     return ln.kind

@@ -1,0 +1,50 @@
+"""The report's inputs from the history and the replica logs that need the check's
+anomalies: the story's history lines (checker.reportops), the replica grid
+(checker.reportgrid) and whether the run had a consumer -- report-inputs.json
+"story", "grid" and "consumers" (docs/run-directory.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from checker import reportgrid, reportops
+from checker.load import Inputs
+from checker.rundir import RunDir
+
+
+def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
+                   runs: dict[str, RunDir]) -> dict[str, dict[str, Any]]:
+    """run (URI) -> {"story", "grid", "consumers"}; ``found``: the listed anomaly
+    rows (as checker.api lists them in anomalies.json), ``runs``: by key. A run
+    whose story would ask about more than reportops.MAX_OFFSETS offsets gets no
+    "story" (the report reads its history)."""
+    uris = {u: k for u, k in inputs.run_keys.items() if k in runs}
+    listed: dict[str, list[dict[str, Any]]] = {u: [] for u in uris}
+    for r in found:
+        if r.run in listed:
+            listed[r.run].append({"kind": r.kind, "topic": r.topic, "partition": r.partition,
+                                  "witness": json.loads(r.witness)})
+    offsets: dict[str, dict[str, set[int]]] = {}
+    lost_at: dict[str, dict[str, set[int]]] = {}
+    for u, anomalies in listed.items():
+        offsets[u], lost_at[u], _ = reportops.wanted(anomalies)
+        if not anomalies:  # the story tells what kept the records at risk
+            offsets[u] = reportops.at_risk(runs[uris[u]].path)
+    told = {u for u, parts in offsets.items()
+            if sum(len(o) for o in parts.values()) <= reportops.MAX_OFFSETS}
+    sends = reportops.send_indexes(inputs.history, {u: offsets[u] for u in told})
+    few, consumers = reportops.sparse_indexes(sparse)
+    marked = {(u, part): m for u, anomalies in listed.items()
+              for part, m in reportgrid.marks(anomalies).items()}
+    grids = reportgrid.grids(inputs.history, inputs.logs,
+                             {u: runs[k].history_bytes for u, k in uris.items()}, marked)
+    out: dict[str, dict[str, Any]] = {}
+    for u, k in uris.items():
+        out[u] = {"grid": grids[u], "consumers": u in consumers}
+        if u in told:
+            out[u]["story"] = reportops.story_inputs(runs[k].path, listed[u], few.get(u, set()),
+                                                     sends[u], lost_at[u])
+    return out

@@ -1,0 +1,174 @@
+"""The history lines the report's story and timeline read (reports.story.facts),
+picked by the check so that rendering a report does not read history.jsonl.
+
+The story reads few ops of a history: the nemesis ops, the final reads, the
+acknowledged sends at the offsets its anomalies name (a lost write's, a
+divergence's) or, in a run without anomalies, at the offsets a follower held
+above its HW as it followed a new leader (became-follower events, reports.story.kept),
+and the sends a witness names by index. Those lines are written as the history
+has them, with their index; a final read's records are cut to the few the story
+and the timeline show (FIRST_RECORDS and those at a lost write's offset), with
+the whole read's counts beside them.
+
+Which sends are wanted is decided in Spark over the parsed history (a filter on
+the offsets, no shuffle); their lines are then read from history.jsonl by index
+in one pass of the driver, cheap next to the parse.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from contract import EVENTS, FINAL_PROCESS, HISTORY, NEMESIS_PROCESS
+
+FIRST_RECORDS = 12  # a final read's records the timeline lists (reports.render._details)
+# The offsets of a run's story at most; beyond, the report reads the history itself.
+MAX_OFFSETS = 20_000
+_PREFIX = b'{"index":'  # every history line starts so (workloads.history)
+
+
+def _witness_part(a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """As reports.story.builder._witness: the witness and the partition it names."""
+    w = a.get("witness") or {}
+    return w, f"{w.get('topic', a.get('topic'))}/{w.get('partition', a.get('partition'))}"
+
+
+def wanted(anomalies: list[dict[str, Any]]
+           ) -> tuple[dict[str, set[int]], dict[str, set[int]], set[int]]:
+    """What the story asks of the history about a run's listed anomalies:
+    partition -> the offsets whose acknowledged sends it reads; partition -> a lost
+    write's offsets (of its final read); the indexes witnesses name."""
+    offsets: dict[str, set[int]] = {}
+    lost: dict[str, set[int]] = {}
+    indexes: set[int] = set()
+    for a in anomalies:
+        w, part = _witness_part(a)
+        if a.get("kind") == "lost-write":
+            if isinstance(w.get("acked_offset"), int):
+                offsets.setdefault(part, set()).add(w["acked_offset"])
+                lost.setdefault(part, set()).add(w["acked_offset"])
+            i = (w.get("op") or {}).get("index")
+            if isinstance(i, int):
+                indexes.add(i)
+        elif a.get("kind") == "divergence":
+            offsets.setdefault(part, set()).update(
+                e["offset"] for e in w.get("offsets") or []
+                if isinstance(e, dict) and isinstance(e.get("offset"), int))
+        elif a.get("kind") == "duplicate":
+            indexes.update(s["index"] for s in w.get("sends") or []
+                           if isinstance(s, dict) and isinstance(s.get("index"), int))
+    return offsets, lost, indexes
+
+
+def at_risk(run_dir: Path) -> dict[str, set[int]]:
+    """partition -> the offsets a follower held above its HW when it followed a
+    leader (each became-follower event's [hw, leo)): where a run without anomalies
+    tells what kept them. A superset of what reports.story.kept asks."""
+    out: dict[str, set[int]] = {}
+    try:
+        f = open(Path(run_dir) / EVENTS, "rb")  # noqa: SIM115 -- closed below
+    except OSError:
+        return out
+    with f:
+        for line in f:
+            if b'"became-follower"' not in line:
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            leo, hw = e.get("leo"), e.get("hw")
+            if e.get("type") == "became-follower" and isinstance(leo, int) \
+                    and isinstance(hw, int) and "topic" in e and "partition" in e:
+                out.setdefault(f"{e['topic']}/{e['partition']}", set()).update(range(hw, leo))
+    return out
+
+
+def send_indexes(history: DataFrame, offsets: dict[str, dict[str, set[int]]]
+                 ) -> dict[str, set[int]]:
+    """run -> the indexes of the acknowledged sends at ``offsets`` (run ->
+    partition -> offsets): one filter over the parsed history, no shuffle."""
+    every = sorted({o for parts in offsets.values() for offs in parts.values() for o in offs})
+    out: dict[str, set[int]] = {u: set() for u in offsets}
+    if not every:
+        return out
+    rows = (history.filter((F.col("f") == "send") & (F.col("type") == "ok")
+                           & F.col("offset").isin(every) & F.col("run").isin(sorted(offsets)))
+            .select("run", "topic", "partition", "offset", "index").collect())
+    for r in rows:
+        if r.offset in offsets[r.run].get(f"{r.topic}/{r.partition}", ()):
+            out[r.run].add(r["index"])  # Row.index is a tuple method
+    return out
+
+
+def sparse_indexes(sparse: DataFrame) -> tuple[dict[str, set[int]], set[str]]:
+    """run -> the indexes of its nemesis completions and final reads (the few rows
+    of checker.sparse), and the runs with a consumer (a poll outside the final read)."""
+    f, typ, proc = F.col("f"), F.col("type"), F.col("process")
+    rows = sparse.filter(
+        ((proc == NEMESIS_PROCESS) & (typ != "invoke"))
+        | ((proc == FINAL_PROCESS) & (f == "poll") & (typ == "ok"))
+        | ((f == "poll") & (proc != FINAL_PROCESS))
+    ).select("run", "index", (proc == NEMESIS_PROCESS) | (proc == FINAL_PROCESS)).collect()
+    out: dict[str, set[int]] = {}
+    consumers: set[str] = set()
+    for run, index, story in rows:
+        if story:
+            out.setdefault(run, set()).add(index)
+        else:
+            consumers.add(run)
+    return out, consumers
+
+
+def read_ops(run_dir: Path, indexes: set[int]) -> list[dict[str, Any]]:
+    """The history lines of ``indexes``, in file order, as the history has them."""
+    out = []
+    with open(Path(run_dir) / HISTORY, "rb") as f:
+        for line in f:
+            if not line.startswith(_PREFIX):
+                continue
+            end = line.find(b",", len(_PREFIX))
+            try:
+                if int(line[len(_PREFIX):end]) not in indexes:
+                    continue
+                op = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            if isinstance(op, dict):
+                out.append(op)
+    return out
+
+
+def trim_final(op: dict[str, Any], offsets: set[int]) -> list[int] | None:
+    """Cut a final read's records to the first FIRST_RECORDS and those at
+    ``offsets`` (in place); return the whole read's [records, distinct offsets,
+    end offset] (None: nothing to cut)."""
+    recs = op.get("records")
+    if not isinstance(recs, list) or len(recs) <= FIRST_RECORDS:
+        return None
+    pairs = [r for r in recs if isinstance(r, list) and len(r) == 2]
+    by_off = {r[0] for r in pairs}
+    seen = [len(recs), len(by_off), max(by_off, default=-1) + 1]
+    op["records"] = recs[:FIRST_RECORDS] + [
+        r for r in recs[FIRST_RECORDS:] if isinstance(r, list) and len(r) == 2
+        and r[0] in offsets]
+    return seen
+
+
+def story_inputs(run_dir: Path, anomalies: list[dict[str, Any]], sparse_ix: set[int],
+                 send_ix: set[int], lost: dict[str, set[int]]) -> dict[str, Any]:
+    """report-inputs.json "story" of one run: {"ops": the lines, "final_records":
+    index -> trim_final's counts of each cut final read}."""
+    ops = read_ops(run_dir, sparse_ix | send_ix | wanted(anomalies)[2])
+    trimmed = {}
+    for op in ops:
+        if op.get("process") == FINAL_PROCESS:
+            seen = trim_final(op, lost.get(f"{op.get('topic')}/{op.get('partition')}", set()))
+            if seen is not None:
+                trimmed[str(op.get("index"))] = seen
+    return {"ops": ops, "final_records": trimmed}
