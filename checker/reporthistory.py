@@ -36,6 +36,9 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
     told = {u for u, parts in offsets.items()
             if sum(len(o) for o in parts.values()) <= reportops.MAX_OFFSETS}
     sends = reportops.send_indexes(inputs.history, {u: offsets[u] for u in told})
+    # The replicas' records at the anomalies' offsets (not at a run's at-risk ones:
+    # the story of what kept them reads none).
+    records = reportops.log_records(inputs.logs, {u: offsets[u] for u in told if listed[u]})
     few, consumers = reportops.sparse_indexes(sparse)
     marked = {(u, part): m for u, anomalies in listed.items()
               for part, m in reportgrid.marks(anomalies).items()}
@@ -46,5 +49,6 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
         out[u] = {"grid": grids[u], "consumers": u in consumers}
         if u in told:
             out[u]["story"] = reportops.story_inputs(runs[k].path, listed[u], few.get(u, set()),
-                                                     sends[u], lost_at[u])
+                                                     sends[u], lost_at[u],
+                                                     records.get(u, {}))
     return out

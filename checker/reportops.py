@@ -106,6 +106,27 @@ def send_indexes(history: DataFrame, offsets: dict[str, dict[str, set[int]]]
     return out
 
 
+def log_records(logs: DataFrame, offsets: dict[str, dict[str, set[int]]]
+                ) -> dict[str, dict[str, dict[str, dict[str, list[Any]]]]]:
+    """run -> partition -> broker -> offset -> [epoch, value]: the replicas' final
+    records at ``offsets`` (run -> partition -> offsets), where the story looks
+    at what a replica held at an anomaly's offset (RunFacts.log_record); each
+    broker's first record there, as the report's search finds it."""
+    every = sorted({o for parts in offsets.values() for offs in parts.values() for o in offs})
+    out: dict[str, dict[str, dict[str, dict[str, list[Any]]]]] = {u: {} for u in offsets}
+    if not every:
+        return out
+    rows = (logs.filter(F.col("offset").isin(every) & F.col("run").isin(sorted(offsets)))
+            .select("run", "broker", "topic", "partition", "offset", "epoch", "value")
+            .collect())
+    for r in rows:
+        part = f"{r.topic}/{r.partition}"
+        if r.offset in offsets[r.run].get(part, ()):
+            out[r.run].setdefault(part, {}).setdefault(r.broker, {}).setdefault(
+                str(r.offset), [r.epoch, r.value])
+    return out
+
+
 def sparse_indexes(sparse: DataFrame) -> tuple[dict[str, set[int]], set[str]]:
     """run -> the indexes of its nemesis completions and final reads (the few rows
     of checker.sparse), and the runs with a consumer (a poll outside the final read)."""
@@ -161,9 +182,10 @@ def trim_final(op: dict[str, Any], offsets: set[int]) -> list[int] | None:
 
 
 def story_inputs(run_dir: Path, anomalies: list[dict[str, Any]], sparse_ix: set[int],
-                 send_ix: set[int], lost: dict[str, set[int]]) -> dict[str, Any]:
+                 send_ix: set[int], lost: dict[str, set[int]],
+                 logs: dict[str, dict[str, dict[str, list[Any]]]]) -> dict[str, Any]:
     """report-inputs.json "story" of one run: {"ops": the lines, "final_records":
-    index -> trim_final's counts of each cut final read}."""
+    index -> trim_final's counts of each cut final read, "logs": log_records'}."""
     ops = read_ops(run_dir, sparse_ix | send_ix | wanted(anomalies)[2])
     trimmed = {}
     for op in ops:
@@ -171,4 +193,4 @@ def story_inputs(run_dir: Path, anomalies: list[dict[str, Any]], sparse_ix: set[
             seen = trim_final(op, lost.get(f"{op.get('topic')}/{op.get('partition')}", set()))
             if seen is not None:
                 trimmed[str(op.get("index"))] = seen
-    return {"ops": ops, "final_records": trimmed}
+    return {"ops": ops, "final_records": trimmed, "logs": logs}

@@ -110,6 +110,9 @@ class RunFacts:
         # The lines the check picked for the story (checker.reportops), else all of them.
         self.trimmed = {int(i): tuple(n) for i, n in (story or {}).get("final_records",
                                                                        {}).items()}
+        # part -> broker -> offset -> [epoch, value] at the anomalies' offsets; None:
+        # the replica logs are searched
+        self.log_at = None if story is None else story.get("logs", {})
         self._history(data.history if story is None else story["ops"])
         self.windows = self._windows()
 
@@ -280,6 +283,9 @@ class RunFacts:
         return int_or(tr.get("to"), 0) <= offset < int_or(tr.get("from"), 0)
 
     def log_record(self, node: str, part: str, offset: int) -> tuple[Any, Any] | None:
+        if self.log_at is not None:  # the check's (checker.reportops.log_records)
+            rec = self.log_at.get(part, {}).get(node, {}).get(str(offset))
+            return None if rec is None else (rec[0], rec[1])
         for r in self.data.logs.get(node, {}).get(part, []):
             if r.get("offset") == offset:
                 return r.get("epoch"), r.get("value")
