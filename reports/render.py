@@ -269,11 +269,14 @@ _CONSUMER_FIGURES = ("polls_ok", "poll_latency_ms_p50_p95_p99", "poll_latency_ms
                      "unseen_acked")
 
 
-def _figures(s: dict[str, Any], data: RunData) -> list[tuple[str, str]]:
-    consumers = data.inputs.get("consumers")
-    if consumers is None:  # a run checked before the check said
+def _figures(s: dict[str, Any], history: list[dict[str, Any]],
+             consumers: bool | None = None) -> list[tuple[str, str]]:
+    """The summary's figures; those only a consumer makes when ``consumers`` (the
+    check's report-inputs.json "consumers"; None: whether ``history`` has a poll
+    outside the final read)."""
+    if consumers is None:
         consumers = any(op.get("f") == "poll" and op.get("process") != FINAL_PROCESS
-                        for op in data.history)
+                        for op in history)
     return [figure_row(k, v) for k, v in (s.get("figures") or {}).items()
             if k != "availability" and (consumers or k not in _CONSUMER_FIGURES)]
 
@@ -285,6 +288,7 @@ def render_run(run_dir: Path) -> Path:
     facts = story.RunFacts(data)
     st, _ = story.build(data, facts)
     timeline, timeline_total, timeline_routine = _timeline(facts, st)
+    consumers = data.inputs.get("consumers")  # None: a run checked before the check said
     html = (
         _env()
         .get_template("run.html")
@@ -312,7 +316,7 @@ def render_run(run_dir: Path) -> Path:
             kinds_checked=s.get("kinds_checked") or [],
             missing=s.get("missing") or [],
             config=_config(data.meta),
-            figures=_figures(s, data),
+            figures=_figures(s, data.history if consumers is None else [], consumers),
             availability=(s.get("figures") or {}).get("availability") or [],
             final_log=s.get("final_log") or [],
             charts=charts.build(data, facts),

@@ -38,7 +38,7 @@ def test_the_story_and_the_grid_read_neither_the_history_nor_the_logs(chaos) -> 
     assert all(k in data.inputs for k in _MINE)
     st, facts = story.build(data)
     grids = grid.build(data, facts)
-    _figures(data.summary, data)
+    _figures(data.summary, [], data.inputs["consumers"])
     _replica_notes(data)
     assert st.lines and chaos.anomalies  # a run with a story to tell
     assert any(g.rows for g in grids)
