@@ -42,6 +42,7 @@ from checker.heartbeat import Phases
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
+from checker.reportevents import add_event_inputs
 from checker.reportinputs import report_inputs, write_report_inputs
 from checker.rundir import RunDir, read_rundir
 from checker.sends import send_ops
@@ -354,7 +355,8 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         def figures_of_runs() -> tuple[dict[str, Any], dict[str, Any]]:
             """The figures, then the reports' inputs (checker.reportinputs)."""
             return (figures.run_figures(sparse, windows, sends, inputs.events, sc),
-                    report_inputs(spark, inputs.history, sends, sparse, inputs.last_events))
+                    add_event_inputs(inputs.history, inputs.run_keys, good, report_inputs(
+                        spark, inputs.history, sends, sparse, inputs.last_events)))
 
         if small:
             say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")
