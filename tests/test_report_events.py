@@ -49,10 +49,10 @@ def test_the_trace_table_and_progress_columns_are_the_checks(chaos) -> None:
     table = ins["trace"]
     assert len(table["rows"]) == MAX_TRACE_ROWS < table["total"]
     assert ins["progress"]["traced"] and ins["progress"]["parts"]
-    # a long replica's states are drawn in columns of equal time
-    assert any(len(cols) == reportevents.progress.PROGRESS_COLUMNS
-               for node_cols in ins["progress"]["parts"].values()
-               for cols in node_cols.values())
+    # a long replica's states are drawn in columns of equal time, each spanning several
+    cols = [c for node_cols in ins["progress"]["parts"].values() for c in node_cols.values()]
+    assert all(len(c) <= reportevents.progress.PROGRESS_COLUMNS for c in cols)
+    assert any(hw[0] < hw[1] or leo[0] < leo[1] for c in cols for _, hw, leo in c)
 
 
 @pytest.mark.parametrize("big", [False, True], ids=["collected", "selected-in-spark"])
