@@ -28,6 +28,7 @@ import heapq
 import json
 import math
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,17 +276,28 @@ def _run_part(run: str, topic: Any, partition: Any) -> Any:
     return (F.col("run") == run) & (F.col("topic") == topic) & (F.col("partition") == partition)
 
 
-def event_inputs(history: DataFrame, runs: dict[str, RunFiles]) -> dict[str, dict[str, Any]]:
-    """run (URI) -> {"events", "progress", "trace"} (the module docstring)."""
-    out: dict[str, dict[str, Any]] = {}
-    scans: dict[str, tuple[_Trace | None, _Events]] = {}
-    for u, rf in runs.items():
-        wl = rf.meta.get("workload") or {}
-        tr = _scan_trace(rf.path, wl.get("topic"), wl.get("partition"))
-        ev = _scan_events(rf.path, tr)
-        scans[u] = (tr, ev)
-        out[u] = {"events": _kept_events(rf.path, ev)}
-    charted = [(u, p) for u, (_, ev) in scans.items() for p in sorted(ev.charted)[:MAX_PROGRESS]]
+def _scan(rd: Any) -> tuple[_Trace | None, _Events]:
+    wl = rd.meta.get("workload") or {}
+    tr = _scan_trace(rd.path, wl.get("topic"), wl.get("partition"))
+    return tr, _scan_events(rd.path, tr)
+
+
+def scan_files(runs: dict[str, Any]) -> Future[dict[str, tuple[_Trace | None, _Events]]]:
+    """Each run's (checker.rundir.RunDir by key) events.jsonl and trace.jsonl,
+    read in a thread of their own: they need nothing from the Spark job, whose
+    driver thread mostly waits on the JVM meanwhile."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="isrlab-report-events")
+    scans = pool.submit(lambda: {k: _scan(rd) for k, rd in runs.items()})
+    pool.shutdown(wait=False)
+    return scans
+
+
+def event_inputs(history: DataFrame, runs: dict[str, RunFiles],
+                 scans: dict[str, tuple[_Trace | None, _Events]]) -> dict[str, dict[str, Any]]:
+    """run (URI) -> {"events", "progress", "trace"} (the module docstring), from
+    ``scans`` (scan_files' result, by run URI)."""
+    out = {u: {"events": _kept_events(rf.path, scans[u][1])} for u, rf in runs.items()}
+    charted = [(u, p) for u in runs for p in sorted(scans[u][1].charted)[:MAX_PROGRESS]]
     acks: dict[str, list[Any]] = {u: [] for u in runs}
     if charted:
         ok = ((F.col("f") == "send") & (F.col("type") == "ok") & F.col("offset").isNotNull()
@@ -294,9 +306,10 @@ def event_inputs(history: DataFrame, runs: dict[str, RunFiles]) -> dict[str, dic
         for r in history.filter(ok & key.isin([f"{u}/{p}" for u, p in charted])).select(
                 "run", "index", "time", "node", "offset", "topic", "partition").collect():
             acks[r.run].append(r)
-    for u, (tr, ev) in scans.items():
+    for u in runs:
+        tr, ev = scans[u]
         out[u]["progress"] = _progress(ev, tr, acks[u], runs[u].end)
-    traced = {u: tr for u, (tr, _) in scans.items() if tr is not None}
+    traced = {u: tr for u in runs if (tr := scans[u][0]) is not None}
     small = [u for u in traced if runs[u].history_bytes <= BIG_HISTORY_BYTES]
     ops: dict[str, _Prefix] = {u: _Prefix(MAX_TRACE_ROWS) for u in traced}
     cond = None
@@ -344,13 +357,16 @@ def _table(rf: RunFiles, tr: _Trace, ev: _Events, ops: _Prefix) -> dict[str, Any
 
 
 def add_event_inputs(history: DataFrame, run_keys: dict[str, str], runs: dict[str, Any],
+                     scans: Future[dict[str, tuple[_Trace | None, _Events]]],
                      inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``inputs`` (checker.reportinputs': run URI -> {"client_ops": ...}) with each
     run's event_inputs added. ``run_keys``: run URI -> its key in ``runs``
-    (checker.rundir.RunDir by key)."""
+    (checker.rundir.RunDir by key); ``scans``: scan_files' of them."""
+    by_key = scans.result()
+    uris = [u for u in inputs if run_keys.get(u) in runs]
     files = {u: RunFiles(runs[run_keys[u]].path, runs[run_keys[u]].meta,
-                         c["client_ops"]["end"], runs[run_keys[u]].history_bytes)
-             for u, c in inputs.items() if run_keys.get(u) in runs}
-    for u, more in event_inputs(history, files).items():
+                         inputs[u]["client_ops"]["end"], runs[run_keys[u]].history_bytes)
+             for u in uris}
+    for u, more in event_inputs(history, files, {u: by_key[run_keys[u]] for u in uris}).items():
         inputs[u].update(more)
     return inputs

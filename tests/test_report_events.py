@@ -16,6 +16,7 @@ from checker import reportevents
 from checker.api import check_runs
 from contract import CHECK, REPORT_INPUTS_JSON
 from contract.rundir import read_events
+from reports import charts, render
 from reports.render import MAX_EVENTS, MAX_TRACE_ROWS, ROUTINE, render_run
 from reports.rundata import load
 
@@ -29,6 +30,13 @@ def chaos(tmp_path_factory: pytest.TempPathFactory):
 
 def _inputs(run_dir) -> dict:
     return json.loads((run_dir / CHECK / REPORT_INPUTS_JSON).read_text())
+
+
+def test_the_check_and_the_report_agree_on_their_limits() -> None:
+    """The checker may not import the report: its copies of the report's limits."""
+    assert (reportevents.MAX_EVENTS, reportevents.ROUTINE, reportevents.MAX_TRACE_ROWS,
+            reportevents.MAX_PROGRESS) == (render.MAX_EVENTS, render.ROUTINE,
+                                           render.MAX_TRACE_ROWS, charts.MAX_PROGRESS)
 
 
 def test_the_check_keeps_the_events_the_report_shows_with_their_line_indexes(chaos) -> None:
