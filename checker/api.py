@@ -42,6 +42,7 @@ from checker.heartbeat import Phases
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
+from checker.reportevents import add_event_inputs, scan_files
 from checker.reporthistory import history_inputs
 from checker.reportinputs import report_inputs, write_report_inputs
 from checker.rundir import RunDir, read_rundir
@@ -321,6 +322,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
     """The one Spark job over every readable run."""
     say(f"starting Spark for {len(runs)} run(s)")
     spark = get_session(master)
+    scans = scan_files(runs)  # the events and traces, read beside the Spark job
     history_bytes = sum(rd.history_bytes for rd in runs.values())
     with one_check(spark, history_bytes) as small:
         inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
@@ -355,7 +357,8 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         def figures_of_runs() -> tuple[dict[str, Any], dict[str, Any]]:
             """The figures, then the reports' inputs (checker.reportinputs)."""
             return (figures.run_figures(sparse, windows, sends, inputs.events, sc),
-                    report_inputs(spark, inputs.history, sends, sparse, inputs.last_events))
+                    add_event_inputs(inputs.history, inputs.run_keys, good, scans, report_inputs(
+                        spark, inputs.history, sends, sparse, inputs.last_events)))
 
         if small:
             say(f"checking {len(REGISTRY)} anomaly kinds and computing figures")

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from checker import clientops
+from checker import clientops, progress
 from checker.clientops import LANE_BINS, LATENCY_BINS, MAX_POINTS, MAX_TIMELINE_OPS, WORST
 from reports.rundata import Progress, RunData, pkey, trace_progress
 from reports.story.facts import RunFacts, nodes_of, rule_of
 from reports.units import fmt_seconds, fmt_time, is_number
 
 MAX_LEADER_PARTITIONS = 4
+MAX_PROGRESS = 4  # partitions with a replica progress chart
 COLOURS = {"ok": "#1f7a3d", "fail": "#b3261e", "info": "#b26a00"}
 FAULT_COLOURS = {"down": "#b3261e", "paused": "#b26a00", "partitioned": "#6a3fb5"}
 NODE_COLOURS = ["#3451b2", "#c2410c", "#0f766e", "#7e22ce", "#a16207", "#be123c", "#475569"]
@@ -466,11 +467,8 @@ def _int_ticks(top: float, n: int = 5) -> list[float]:
     return [float(i * step) for i in range(int(top // step) + 1)]
 
 
-# A replica's state after one observation: (seconds, HW, LEO).
-State = tuple[float, int, int]
-# One column of a progress chart: (seconds, (HW low, high, last), (LEO low, high, last)).
-Column = tuple[float, tuple[int, int, int], tuple[int, int, int]]
-PROGRESS_COLUMNS = 300
+State, Column, PROGRESS_COLUMNS = progress.State, progress.Column, progress.PROGRESS_COLUMNS
+progress_columns = progress.columns
 PROGRESS_NOTE = (
     "HW (solid) and LEO (dashed) per replica, the ISR size, and leader changes. The LEO "
     "is what events report (a start, a leadership change, a truncation) raised by the "
@@ -482,90 +480,31 @@ PROGRESS_NOTE = (
 
 def progress_states(data: RunData, facts: RunFacts, part: str,
                     trace: Progress | None = None) -> dict[str, list[State]]:
-    """node → its (t, HW, LEO) after each observation of `part`, in time order.
-
-    LEO is set by the events that report it (started, became-leader/-follower,
-    a truncation's "to") and by a sim run's fetch-round trace (the exact LEO and
-    HW after each round); it rises with the appends the run shows: an
-    acknowledged send's offset on the broker that acknowledged it, and every HW
-    move (a replica's HW is a minimum over LEOs that include its own, so the
-    replica holds the records below it). A truncation lowers the HW with the LEO.
-    """
-    obs: list[tuple[int, int, str, str, Any, Any]] = []  # (t, order, node, kind, a, b)
-    for it in facts.items.values():
-        if it.source != "event" or it.time is None:
-            continue
-        if it.type == "started":
-            leo, hw = facts.started_leo(it, part)
-            if leo is not None and hw is not None:
-                obs.append((it.time, 0, it.node, "set", leo, hw))
-            continue
-        if pkey(it.get("topic"), it.get("partition")) != part or it.node == "controller":
-            continue
-        if it.type in ("became-leader", "became-follower"):
-            leo, hw = it.get("leo"), it.get("hw")
-            if isinstance(leo, int) and isinstance(hw, int):
-                obs.append((it.time, 0, it.node, "set", leo, hw))
-        elif it.type == "truncate" and isinstance(it.get("to"), int):
-            obs.append((it.time, 0, it.node, "truncate", it.get("to"), None))
-        elif it.type == "hw-advance" and isinstance(it.get("new"), int):
-            obs.append((it.time, 1, it.node, "hw", it.get("new"), None))
-    for op in data.history:
+    """node → its (t, HW, LEO) after each observation of `part`, in time order
+    (checker.progress.fold): the events that report a LEO (started,
+    became-leader/-follower, a truncation's "to"), the HW moves, the acknowledged
+    sends on the broker that acknowledged them, and a sim run's fetch-round trace."""
+    obs: list[progress.Obs] = []
+    kept = data.events_kept  # the events the check kept, else events.jsonl's
+    for i, e in kept if kept is not None else enumerate(data.events):
+        obs += [o for p, o in progress.event_obs(i, e) if p == part]
+    for i, op in enumerate(data.history):
         if (op.get("f") == "send" and op.get("type") == "ok" and isinstance(op.get("offset"), int)
                 and is_number(op.get("time")) and op.get("node") is not None
                 and pkey(op.get("topic"), op.get("partition")) == part):
-            obs.append((op["time"], 2, str(op["node"]), "ack", op["offset"] + 1, None))
-    for node, rows in (trace or {}).get(part, {}).items():
-        obs += [(t, 3, node, "set", leo, hw) for t, leo, hw in rows]
-    out: dict[str, list[State]] = {}
-    now: dict[str, tuple[int | None, int | None]] = {}  # node → (HW, LEO)
-    for t, _, node, kind, a, b in sorted(obs, key=lambda o: (o[0], o[1])):
-        hw, leo = now.get(node, (None, None))
-        if kind == "set":
-            leo, hw = a, b
-        elif kind == "truncate":
-            leo, hw = a, None if hw is None else min(hw, a)
-        elif kind == "hw":
-            hw, leo = a, a if leo is None else max(leo, a)
-        else:  # an ack: the broker that acknowledged the offset holds it
-            leo = a if leo is None else max(leo, a)
-        if (hw, leo) != now.get(node):
-            now[node] = (hw, leo)
-            if hw is not None and leo is not None:
-                out.setdefault(node, []).append((t / 1e9, hw, leo))
-    return out
-
-
-def progress_columns(states: list[State], t1: float,
-                     n: int = PROGRESS_COLUMNS) -> list[Column]:
-    """A replica's states as drawn: each state its own column when there are at
-    most 2n of them, else n columns of equal time, each with the lowest, the
-    highest and the last HW and LEO in it (the value carried into a column counts
-    as in it). Both lines share the columns, and a replica whose HW never exceeds
-    its LEO has HW ≤ LEO in every low, high and last."""
-    if len(states) <= 2 * n:
-        return [(t, (h, h, h), (e, e, e)) for t, h, e in states]
-    width = t1 / n
-    out: list[Column] = []
-    carry: tuple[int, int] | None = None
-    col: list[tuple[int, int]] = []
-    col_i = -1
-    for t, h, e in [*states, (math.inf, 0, 0)]:
-        i = int(t / width) if t != math.inf else -2
-        if i != col_i and col:
-            hs, es = [x[0] for x in col], [x[1] for x in col]
-            out.append((col_i * width, (min(hs), max(hs), hs[-1]), (min(es), max(es), es[-1])))
-            carry = col[-1]
-            col = []
-        col_i = i
-        col += ([carry] if carry is not None and not col else []) + [(h, e)]
-    return out
+            obs.append(progress.ack_obs(i, op["time"], str(op["node"]), op["offset"]))
+    obs += progress.traced_obs(trace or {}, part)
+    return progress.fold(obs)
 
 
 def replica_progress(data: RunData, facts: RunFacts, sc: Scale, part: str, nodes: list[str],
-                     bands: list[Band], trace: Progress | None = None) -> str | None:
-    cols = {node: progress_columns(st, sc.t1)
-            for node, st in progress_states(data, facts, part, trace).items()}
+                     bands: list[Band], trace: Progress | None = None,
+                     cols: dict[str, list[Column]] | None = None) -> str | None:
+    """``cols``: each replica's columns as the check computed them
+    (checker.reportevents); None: computed here from the run's files."""
+    if cols is None:
+        cols = {node: progress_columns(st, sc.t1)
+                for node, st in progress_states(data, facts, part, trace).items()}
     changes = facts.isr_changes.get(part) or [  # no controller events: any that say
         it for it in sorted(facts.items.values(), key=lambda i: i.time or 0)
         if it.source == "event" and pkey(it.get("topic"), it.get("partition")) == part]
@@ -649,6 +588,12 @@ def replica_progress(data: RunData, facts: RunFacts, sc: Scale, part: str, nodes
     return _svg(y + 20, body + legend, f"replica progress {part}")
 
 
+def progress_parts(facts: RunFacts) -> list[str]:
+    """The partitions with a progress chart: those with an election or a truncation
+    (checker.reportevents computes the same set from the events)."""
+    return sorted({p for ps in (facts.elections, facts.truncs) for p in ps})[:MAX_PROGRESS]
+
+
 def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
     """The report's charts as {"title", "html", "note"} (inline SVG)."""
     facts = facts or RunFacts(data)
@@ -675,14 +620,17 @@ def build(data: RunData, facts: RunFacts | None = None) -> list[dict[str, str]]:
                         "if one ended indeterminate (info), green if all completed ok, empty "
                         "if the client had none in flight; its tooltip counts them."
                         if ops["count"] > MAX_TIMELINE_OPS else ""))}]
-    trace = trace_progress(data.path)
-    for part in sorted({p for ps in (facts.elections, facts.truncs) for p in ps})[:4]:
-        svg = replica_progress(data, facts, sc, part, nodes, bands, trace)
+    reduced = data.progress  # the check's columns, else the run's files
+    trace = trace_progress(data.path) if reduced is None else {}
+    traced = bool(trace) if reduced is None else reduced["traced"]
+    for part in progress_parts(facts):
+        cols = None if reduced is None else reduced["parts"].get(part, {})
+        svg = replica_progress(data, facts, sc, part, nodes, bands, trace, cols)
         if svg:
             out.append({"title": f"Replica progress {part}", "html": svg,
                         "note": PROGRESS_NOTE + (" From the sim backend's fetch-round trace "
                                                  "too: the exact LEO and HW after each round."
-                                                 if trace else "")})
+                                                 if traced else "")})
     if ops["count"]:
         others = ops["not_ok"]
         out.append({"title": "Latency", "html": latency(sc, ops, bands, nodes),

@@ -220,9 +220,12 @@ def _timeline(facts: story.RunFacts, st: story.Story
         if ln.ref:
             refs.setdefault(ln.ref, []).append(ln.n)
     items = sorted(facts.items.values(), key=lambda it: (it.time is None, it.time or 0))
-    total = sum(1 for it in items if it.source != "client" or it.in_story)
+    # The ROUTINE events the check left out (checker.reportevents: only when there
+    # are more than MAX_EVENTS events, none the story can link) count as here.
+    left_out = facts.events_left_out
+    total = sum(1 for it in items if it.source != "client" or it.in_story) + left_out
     routine = sum(1 for it in items if it.source == "event" and it.type in ROUTINE
-                  and it.id not in refs) if total > MAX_EVENTS else 0
+                  and it.id not in refs) + left_out if total > MAX_EVENTS else 0
     rows, shown = [], 0
     for it in items:
         if it.source == "client" and not it.in_story:
@@ -244,6 +247,10 @@ MAX_TRACE_ROWS = 300
 def _trace(data: RunData) -> dict[str, Any] | None:
     """A sim run's trace table (reports.trace, as `isrlab trace` prints it) for the
     workload's partition: its first MAX_TRACE_ROWS rows."""
+    if data.trace_table is not None:  # computed by the check (checker.reportevents)
+        table = data.trace_table
+        return {"rows": [{**r, "t": fmt_time(r["time"])} for r in table["rows"]],
+                "total": table["total"], "part": table["part"], "legend": trace.LEGEND}
     path = data.path / TRACE
     if not path.is_file():
         return None

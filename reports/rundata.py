@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checker.progress import Progress, json_rows, trace_moves
 from contract import (
     ANOMALIES_JSON,
     ASSERTIONS_JSON,
@@ -72,6 +73,13 @@ class RunData:
     # The client ops as the charts draw them (checker.clientops), from
     # check/report-inputs.json; None: the charts reduce the history themselves.
     client_ops: dict[str, Any] | None = None
+    # From check/report-inputs.json too (checker.reportevents), None without:
+    # the events the report shows, as [line index, event], and how many it left out
+    # (events is then []); the replica progress charts' columns; the trace table.
+    events_kept: list[list[Any]] | None = None
+    events_left_out: int = 0
+    progress: dict[str, Any] | None = None
+    trace_table: dict[str, Any] | None = None
     # check/report-inputs.json of this check ({} without one): what the check
     # reduced the history and the replica logs to (docs/run-directory.md)
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -126,6 +134,7 @@ def load(run_dir: Path) -> RunData:
     reduced = _check_object(check / REPORT_INPUTS_JSON)
     if reduced is not None and reduced.get("checked_at") != summary.get("checked_at"):
         reduced = None  # another check's: the report reduces the history itself
+    evs = (reduced or {}).get("events")
     return RunData(
         run_dir,
         meta,
@@ -134,11 +143,15 @@ def load(run_dir: Path) -> RunData:
         lambda: _read_logs(run_dir, list(replicas)),
         states,
         lambda: read_history(run_dir),
-        read_events(run_dir),
+        read_events(run_dir) if evs is None else [],
         replicas,
         asserted,
         (reduced or {}).get("client_ops"),
-        reduced or {},
+        events_kept=None if evs is None else evs["kept"],
+        events_left_out=0 if evs is None else evs["left_out"],
+        progress=(reduced or {}).get("progress"),
+        trace_table=(reduced or {}).get("trace"),
+        inputs=reduced or {},
     )
 
 
@@ -172,34 +185,12 @@ def _check_object(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-# (time ns, LEO, HW), per partition key and replica
-Progress = dict[str, dict[str, list[tuple[int, int, int]]]]
-
-
 def trace_progress(run_dir: Path) -> Progress:
     """Each replica's LEO and HW after every fetch round that moved them, from a sim
-    run's trace.jsonl ({} without one). Streamed: a long run's trace has hundreds
-    of thousands of rows, of which only the moves are kept; an unreadable line
-    (a torn last one) is left out."""
-    out: Progress = {}
-    last: dict[tuple[str, str], tuple[int, int]] = {}
+    run's trace.jsonl ({} without one): checker.progress.trace_moves, streamed."""
     try:
         f = open(Path(run_dir) / TRACE, "rb")  # noqa: SIM115 -- closed below
     except OSError:
-        return out
+        return {}
     with f:
-        for line in f:
-            try:
-                row = json.loads(line)
-                t, part = int(row["time"]), pkey(row.get("topic"), row.get("partition"))
-                replicas = row.get("replicas") or {}
-            except (ValueError, KeyError, TypeError):
-                continue
-            for node, r in replicas.items():
-                leo, hw = (r.get("leo"), r.get("hw")) if isinstance(r, dict) else (None, None)
-                if not (isinstance(leo, int) and isinstance(hw, int)):
-                    continue  # down: its LEO is unknown until it reports one
-                if last.get((part, node)) != (leo, hw):
-                    last[(part, node)] = (leo, hw)
-                    out.setdefault(part, {}).setdefault(node, []).append((t, leo, hw))
-    return out
+        return trace_moves(json_rows(f))

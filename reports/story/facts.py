@@ -105,7 +105,13 @@ class RunFacts:
         self.resends: dict[str, dict[Any, list[Item]]] = {}
         labels = data.meta.get("labels") or {}
         self.labels = {v: lab for lab, vs in labels.items() if isinstance(vs, list) for v in vs}
-        self._events(data.events)
+        # The events the check kept for the report (checker.reportevents), each with
+        # its line index, else every event of events.jsonl.
+        kept = data.events_kept
+        self._events([(i, e) for i, e in kept] if kept is not None
+                     else list(enumerate(data.events)))
+        # ROUTINE events (HW moves) the check left out: counted in the timeline's totals
+        self.events_left_out = data.events_left_out
         story = data.inputs.get("story")
         # The lines the check picked for the story (checker.reportops), else all of them.
         self.trimmed = {int(i): tuple(n) for i, n in (story or {}).get("final_records",
@@ -118,10 +124,9 @@ class RunFacts:
 
     # -- indexing ----------------------------------------------------------------
 
-    def _events(self, events: list[dict[str, Any]]) -> None:
-        order = sorted(range(len(events)), key=lambda i: (time_ns(events[i].get("time")), i))
-        for i in order:
-            e = events[i]
+    def _events(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+        """``events``: (line index in events.jsonl, event)."""
+        for i, e in sorted(events, key=lambda x: (time_ns(x[1].get("time")), x[0])):
             fields = {k: v for k, v in e.items() if k not in NOISE}
             it = Item(f"ev-{i}", time_or_none(e.get("time")), str(e.get("node")),
                       str(e.get("type")), fields, "event")
