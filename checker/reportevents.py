@@ -19,7 +19,10 @@ check so that rendering a report reads neither (check/report-inputs.json, keys
 Both files are streamed in the driver, once each: only what the report keeps is
 held. The history's part -- the acknowledged sends of the charted partitions,
 the trace partition's produce answers and the nemesis ops -- comes from the
-check's parsed history.
+check's parsed history. A run over BIG_HISTORY_BYTES has its acks folded into
+the progress columns inside Spark (as checker.reportgrid does its grid), and its
+trace table's ops counted and chosen there: only what the report keeps reaches
+the driver.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -232,19 +236,68 @@ def _kept_events(path: Path, ev: _Events) -> dict[str, Any]:
     return {"kept": sorted(ev.kept + extra), "left_out": ev.routine_count - len(extra)}
 
 
-def _progress(ev: _Events, trace: _Trace | None, acks: list[Any], end: float
-              ) -> dict[str, Any]:
-    """The "progress" input: per charted partition, each replica's columns."""
+def _local_obs(ev: _Events, trace: _Trace | None, part: str) -> list[progress.Obs]:
+    """A partition's observations the driver holds: its events' and its trace's."""
+    return list(ev.obs.get(part, [])) + progress.traced_obs(trace.moves if trace else {}, part)
+
+
+def _columns(obs: list[progress.Obs], t1: float) -> dict[str, list[progress.Column]]:
+    return {node: progress.columns(st, t1) for node, st in progress.fold(obs).items()}
+
+
+def _progress(ev: _Events, trace: _Trace | None, acks: list[Any], end: float,
+              done: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The "progress" input: per charted partition, each replica's columns
+    (``done``: those computed in Spark already, by partition)."""
     t1 = clientops.edge(end)
     parts: dict[str, Any] = {}
     for part in sorted(ev.charted)[:MAX_PROGRESS]:
-        obs = list(ev.obs.get(part, []))
+        if done is not None and part in done:
+            parts[part] = done[part]
+            continue
+        obs = _local_obs(ev, trace, part)
         obs += [progress.ack_obs(a["index"], a.time, a.node, a.offset) for a in acks
                 if f"{a.topic}/{a.partition}" == part]
-        obs += progress.traced_obs(trace.moves if trace else {}, part)
-        parts[part] = {node: progress.columns(st, t1)
-                       for node, st in progress.fold(obs).items()}
+        parts[part] = _columns(obs, t1)
     return {"parts": parts, "traced": bool(trace and trace.moves)}
+
+
+_PROGRESS = "run string, part string, cols string"
+
+
+def _acks(history: DataFrame, charted: list[tuple[str, str]]) -> DataFrame:
+    """The acknowledged sends of ``charted`` (run URI, partition key) pairs."""
+    ok = ((F.col("f") == "send") & (F.col("type") == "ok") & F.col("offset").isNotNull()
+          & F.col("time").isNotNull() & F.col("node").isNotNull())
+    key = F.concat_ws("/", "run", "topic", F.col("partition").cast("string"))
+    return history.filter(ok & key.isin([f"{u}/{p}" for u, p in charted])).select(
+        "run", "index", "time", "node", "offset", "topic", "partition")
+
+
+def _progress_in_spark(history: DataFrame, charted: list[tuple[str, str]],
+                       local: dict[tuple[str, str], list[progress.Obs]],
+                       t1: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """run -> partition -> its columns, folded in Spark one (run, partition) per
+    group (checker.reportgrid's way), so that a big run's acks -- millions in a
+    long chaos run -- stay in the executors and only the columns come back.
+    ``local``: each pair's observations the driver holds, shipped with the
+    function. A pair with no acks has no group: the caller folds it."""
+
+    def one(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        u, topic, partition = key
+        part = f"{topic}/{partition}"
+        obs = list(local.get((u, part), []))
+        obs += [progress.ack_obs(int(i), int(t), n, int(o)) for i, t, n, o in zip(
+            pdf["index"].tolist(), pdf["time"].tolist(), pdf["node"].tolist(),
+            pdf["offset"].tolist(), strict=True)]
+        cols = json.dumps(_columns(obs, t1[u]), separators=(",", ":"))
+        return pd.DataFrame({"run": [u], "part": [part], "cols": [cols]})
+
+    out: dict[str, dict[str, Any]] = {}
+    for r in _acks(history, charted).groupBy("run", "topic", "partition").applyInPandas(
+            one, _PROGRESS).collect():
+        out.setdefault(r.run, {})[r.part] = json.loads(r.cols)
+    return out
 
 
 _OP_COLS = ("index", "time", "process", "type", "f", "topic", "partition", "value", "nodes",
@@ -298,17 +351,22 @@ def event_inputs(history: DataFrame, runs: dict[str, RunFiles],
     ``scans`` (scan_files' result, by run URI)."""
     out = {u: {"events": _kept_events(rf.path, scans[u][1])} for u, rf in runs.items()}
     charted = [(u, p) for u in runs for p in sorted(scans[u][1].charted)[:MAX_PROGRESS]]
+    # a big run's acks are folded in Spark (the driver's memory does not grow with
+    # the history); a small one's are collected, costing no Python worker
+    big = {u for u in runs if runs[u].history_bytes > BIG_HISTORY_BYTES}
     acks: dict[str, list[Any]] = {u: [] for u in runs}
-    if charted:
-        ok = ((F.col("f") == "send") & (F.col("type") == "ok") & F.col("offset").isNotNull()
-              & F.col("time").isNotNull() & F.col("node").isNotNull())
-        key = F.concat_ws("/", "run", "topic", F.col("partition").cast("string"))
-        for r in history.filter(ok & key.isin([f"{u}/{p}" for u, p in charted])).select(
-                "run", "index", "time", "node", "offset", "topic", "partition").collect():
+    if small_charted := [c for c in charted if c[0] not in big]:
+        for r in _acks(history, small_charted).collect():
             acks[r.run].append(r)
+    done: dict[str, dict[str, Any]] = {}
+    if big_charted := [c for c in charted if c[0] in big]:
+        local = {(u, p): _local_obs(scans[u][1], scans[u][0], p) for u, p in big_charted}
+        done = _progress_in_spark(history, big_charted, local,
+                                  {u: clientops.edge(runs[u].end) for u in big})
     for u in runs:
         tr, ev = scans[u]
-        out[u]["progress"] = _progress(ev, tr, acks[u], runs[u].end)
+        out[u]["progress"] = _progress(ev, tr, acks[u], runs[u].end,
+                                       done.get(u, {}) if u in big else None)
     traced = {u: tr for u in runs if (tr := scans[u][0]) is not None}
     small = [u for u in traced if runs[u].history_bytes <= BIG_HISTORY_BYTES]
     ops: dict[str, _Prefix] = {u: _Prefix(MAX_TRACE_ROWS) for u in traced}

@@ -63,6 +63,34 @@ def test_the_trace_table_and_progress_columns_are_the_checks(chaos) -> None:
     assert any(hw[0] < hw[1] or leo[0] < leo[1] for c in cols for _, hw, leo in c)
 
 
+def test_a_big_runs_progress_columns_folded_in_spark_are_the_collected_ones(
+        chaos, tmp_path, monkeypatch) -> None:
+    """Over BIG_HISTORY_BYTES the charted partitions' acks are folded in Spark,
+    one (run, partition) per group: only the columns reach the driver, and they
+    are the columns of the collected path."""
+    run = tmp_path / "run"
+    shutil.copytree(chaos.run_dir, run)
+    folded: list[dict] = []
+    in_spark = reportevents._progress_in_spark
+
+    def recorded(*args, **kwargs):  # the real fold, its result kept to see it ran
+        folded.append(in_spark(*args, **kwargs))
+        return folded[-1]
+
+    monkeypatch.setattr(reportevents, "_progress_in_spark", recorded)
+    monkeypatch.setattr(reportevents, "BIG_HISTORY_BYTES", 0)  # every run is big
+    check_runs([run])
+    # every charted partition had acks, so each one's columns came from Spark
+    spark_cols = _inputs(run)["progress"]
+    assert spark_cols["parts"]
+    assert [sorted(parts) for by_run in folded for parts in by_run.values()] == [
+        sorted(spark_cols["parts"])]
+    monkeypatch.setattr(reportevents, "BIG_HISTORY_BYTES", 1 << 40)  # every run is small
+    check_runs([run])
+    assert len(folded) == 1  # the acks were collected
+    assert _inputs(run)["progress"] == spark_cols
+
+
 @pytest.mark.parametrize("big", [False, True], ids=["collected", "selected-in-spark"])
 def test_the_report_from_the_checks_inputs_is_the_report_from_the_files(
         chaos, tmp_path, monkeypatch, big: bool) -> None:
