@@ -146,8 +146,11 @@ def _op_words(o: dict[str, Any], labels: dict[Any, str]) -> tuple[str, str]:
         v = o.get("value")
         if isinstance(v, list):
             v = ", ".join(map(str, v))
-        elif isinstance(v, dict):
-            v = "; ".join(f"{k} from {', '.join(map(str, x))}" for k, x in v.items())
+        elif isinstance(v, dict) and all(isinstance(x, list) for x in v.values()):
+            v = "; ".join(f"{k} from {', '.join(map(str, x))}" for k, x in v.items())  # a grudge
+        elif isinstance(v, dict):  # e.g. a delay: {"from": [..], "to": [..], "for": 1.3, ..}
+            v = "; ".join(f"{k} {', '.join(map(str, x)) if isinstance(x, list) else x}"
+                          for k, x in v.items())
         return "nemesis", f"{o.get('f')}" + (f" {v}" if v else "")
     val = o.get("value")
     name = f"value {val}" + (f" ({labels[val]})" if val in labels else "")

@@ -130,3 +130,17 @@ def test_trace_says_an_epoch_answer_in_words(tmp_path):
                               "(0.11–1.1 answers name no epoch, KIP-101)")
     assert "epoch -1" not in " ".join(x["what"] for x in table)
     assert not any("truncates" in x["what"] for x in table if x["node"] in ("A", "B"))
+
+
+def test_the_table_words_a_delay_nemesis_op():
+    """A delay's value is no grudge (its "for" is seconds, not a node list): the
+    table words it, where it failed the check that computes the table (a sim
+    matrix's batch has such runs)."""
+    from checker import tracetable
+    op = {"index": 3, "time": 5, "process": "nemesis", "type": "info", "f": "delay",
+          "value": {"from": ["B", "C"], "to": ["A"], "for": 1.3, "requests": ["replica-fetch"]}}
+    grudge = {"index": 4, "time": 6, "process": "nemesis", "type": "info", "f": "partition",
+              "value": {"A": ["B", "C"]}}
+    rows = tracetable.rows([], [], [op, grudge], "t", 0, ["A", "B", "C"])
+    assert [r["what"] for r in rows] == [
+        "delay from B, C; to A; for 1.3; requests replica-fetch", "partition A from B, C"]
