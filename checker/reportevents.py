@@ -41,6 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checker import clientops, progress, tracetable
+from checker.reportgrid import BIG_RUN_BYTES
 from contract import EVENTS, NEMESIS_PROCESS, TRACE
 
 MAX_EVENTS = 2000  # reports.render's timeline: more events than this leave ROUTINE ones out
@@ -48,8 +49,9 @@ ROUTINE = ("hw-advance", "hw-checkpoint")  # reports.render.ROUTINE
 MAX_PROGRESS = 4  # reports.charts.MAX_PROGRESS
 MAX_TRACE_ROWS = 300  # reports.render.MAX_TRACE_ROWS
 # A run with more history than this has its trace table's ops selected in Spark
-# (counted, then the first ones); smaller runs' are collected whole.
-BIG_HISTORY_BYTES = 4_000_000
+# (counted, then the first ones) and its progress acks folded there; smaller
+# runs' are collected whole. One bound with the grid's (checker.reportgrid).
+BIG_HISTORY_BYTES = BIG_RUN_BYTES
 
 
 @dataclass
