@@ -399,7 +399,7 @@ def get_session(master: str | None = None, progress_bar: bool = False,
         jvm += "".join(f" {flag}" for flag in cds_flags(runtime))
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not
-            # been validated with; the checker does not use pandas through Spark.
+            # been validated with (pyproject.toml pins the pandas it supports).
             warnings.simplefilter("ignore", FutureWarning)
             conf = SparkConf().setMaster(master).setAppName("isrlab-checker").setAll([
                 ("spark.ui.enabled", "false"),
