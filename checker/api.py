@@ -374,7 +374,8 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             say("computing figures and reducing the history for the reports")
             figs, reports_in = figures_of_runs()
         say("picking the history lines and replica rows the reports show")
-        for u, more in history_inputs(inputs, sparse, found, good).items():
+        for u, more in history_inputs(inputs, sparse, found, good, facts.digests,
+                                      scope_mod.BUCKET_BITS).items():
             reports_in.setdefault(u, {}).update(more)
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)

@@ -17,6 +17,7 @@ EDGE and CONTEXT rows around each offset where the replicas differ.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 MAX_ROWS = 400  # rows besides the anomalies' own offsets and their context
@@ -64,49 +65,103 @@ def anomaly_offsets(witness: Any) -> set[int]:
     return out
 
 
-def partition_rows(logs: Logs, final: dict[int, Any], acked: dict[int, list[Any]],
-                   lost: Iterable[Any], must: Iterable[int]) -> dict[str, Any]:
+@dataclass
+class Shape:
+    """What decides which of a partition's offsets get a row: its replicas
+    (``brokers``: those with a record), the highest offset of any log or of the
+    final read (``top``), every epoch in the logs, where the replicas hold
+    different records (``marked``: all of them, or at least those fold can reach:
+    marked_needed), where a replica holds a lost value (``lost_here``), where a
+    lost value was acknowledged (``lost_at``: lost_offsets) and the ghosts."""
+
+    brokers: list[str]
+    top: int
+    epochs: set[Any]
+    marked: set[int]
+    lost_here: set[int]
+    lost_at: set[int]
+    ghosts: list[int]
+
+
+def shape(logs: Logs, final: dict[int, Any], acked: dict[int, list[Any]],
+          lost: Iterable[Any]) -> Shape:
+    """A partition's Shape from all of its records (partition_rows' arguments)."""
+    lost = set(lost)
+    brokers = sorted(b for b, log in logs.items() if log)
+    maps = [logs[b] for b in brokers]
+    top = max([max(m, default=-1) for m in maps] + [max(final, default=-1)])
+    epochs: set[Any] = set()
+    marked: set[int] = set()
+    lost_here: set[int] = set()
+    by_offset: dict[int, set[tuple[Any, Any]]] = {}
+    for m in maps:
+        for off, r in m.items():
+            if 0 <= off <= top:
+                by_offset.setdefault(off, set()).add(r)
+    for off, present in by_offset.items():
+        epochs.update(e for e, _ in present if e is not None)
+        if len(present) > 1:
+            marked.add(off)
+        if lost and any(v in lost for _, v in present):
+            lost_here.add(off)
+    return Shape(brokers, top, epochs, marked, lost_here,
+                 lost_offsets(acked, lost) if lost else set(),
+                 sorted(o for o in acked if o > top)[:MAX_GHOSTS])
+
+
+def marked_needed(lost_here: int) -> int:
+    """How many of a partition's marked offsets, lowest first, fold can look at
+    (besides those among the last EDGE offsets): a marked offset that adds no row
+    has its offset + CONTEXT already kept -- an anomaly's context (at most
+    2 * CONTEXT + 1 rows around each of at most MAX_ANOMALY_ROWS + ``lost_here`` +
+    MAX_GHOSTS anomalies), the head, the tail or past the end -- and the others
+    add one row each until MAX_ROWS."""
+    return (MAX_ROWS + (2 * CONTEXT + 1) * (MAX_ANOMALY_ROWS + lost_here + MAX_GHOSTS)
+            + 2 * EDGE + 4 * CONTEXT)
+
+
+@dataclass
+class Plan:
+    """Which rows a partition's grid shows: ``items`` in order, an offset row (an
+    int: an offset, or top + 1 + k for the k-th ghost) or a fold {"gap": n}."""
+
+    items: list[Any]
+    hidden: int
+    unshown: int
+
+    def offsets(self, s: Shape) -> set[int]:
+        """The offsets whose records the rows read."""
+        return {i if i <= s.top else s.ghosts[i - s.top - 1] for i in self.items
+                if isinstance(i, int)}
+
+
+def plan(s: Shape, must: Iterable[int]) -> Plan:
+    """The rows of a partition of Shape ``s``; ``must``: the offsets the anomalies name."""
+    in_range = {o for o in set(must) | s.lost_at if 0 <= o <= s.top}
+    shown_must = set(sorted(in_range)[:MAX_ANOMALY_ROWS])
+    levels = dict.fromkeys(s.marked, MARKED)
+    levels.update(dict.fromkeys(shown_must | s.lost_here, ANOMALY))
+    levels.update(dict.fromkeys(range(s.top + 1, s.top + 1 + len(s.ghosts)), ANOMALY))
+    items, hidden = fold(s.top + 1 + len(s.ghosts), levels)
+    return Plan(items, hidden, len(in_range - shown_must))
+
+
+def grid(s: Shape, p: Plan, logs: Logs, final: dict[int, Any], acked: dict[int, list[Any]]
+         ) -> dict[str, Any]:
     """The grid of one partition, as JSON: ``rows`` (in order: a kept offset
     {"o", "c": broker -> [epoch, value] of the replicas holding it, "f": the
     final read's value or absent, "a": the values acknowledged there}, a ghost
     {"o", "g": 1, "a"} or a fold {"gap": n}), ``hidden`` (rows folded), ``epochs``
     (every epoch in the logs), ``lost_offsets`` (lost_offsets), ``unshown`` (anomaly
     offsets beyond MAX_ANOMALY_ROWS) and ``brokers`` (those with a record here).
-
-    ``final``: offset -> value of the final read; ``acked``: offset -> values
-    acknowledged there (add_ack); ``lost``: the lost writes' values; ``must``:
-    the offsets the anomalies name (the divergent ones among them)."""
-    lost = set(lost)
-    lost_at = lost_offsets(acked, lost) if lost else set()
-    must = set(must) | lost_at
-    brokers = sorted(b for b, log in logs.items() if log)
-    maps = [logs[b] for b in brokers]
-    top = max([max(m, default=-1) for m in maps] + [max(final, default=-1)])
-    ghosts = sorted(o for o in acked if o > top)[:MAX_GHOSTS]
-    in_range = {o for o in must if 0 <= o <= top}
-    shown_must = set(sorted(in_range)[:MAX_ANOMALY_ROWS])
-    # One cheap pass decides which offsets are worth a row (a chaos run has hundreds
-    # of thousands).
-    epochs: set[Any] = set()
-    interesting = []
-    for off in range(top + 1):
-        present = set()
-        lost_here = False
-        for log in maps:
-            r = log.get(off)
-            if r is not None:
-                present.add(r)
-                lost_here = lost_here or r[1] in lost
-        epochs.update(e for e, _ in present if e is not None)
-        interesting.append(ANOMALY if off in shown_must or lost_here else
-                           MARKED if len(present) > 1 else PLAIN)
-    interesting += [ANOMALY] * len(ghosts)
+    ``logs``, ``final`` and ``acked`` need hold only the Plan's offsets."""
+    maps = [logs.get(b, {}) for b in s.brokers]
 
     def make(i: int) -> dict[str, Any]:
-        if i > top:
-            off = ghosts[i - top - 1]
+        if i > s.top:
+            off = s.ghosts[i - s.top - 1]
             return {"o": off, "g": 1, "a": acked[off]}
-        row: dict[str, Any] = {"o": i, "c": {b: list(m[i]) for b, m in zip(brokers, maps,
+        row: dict[str, Any] = {"o": i, "c": {b: list(m[i]) for b, m in zip(s.brokers, maps,
                                                                              strict=True)
                                              if i in m}}
         if final.get(i) is not None:
@@ -114,48 +169,55 @@ def partition_rows(logs: Logs, final: dict[int, Any], acked: dict[int, list[Any]
         row["a"] = acked.get(i, [])
         return row
 
-    rows, hidden = fold(interesting, make)
-    return {"rows": rows, "hidden": hidden, "epochs": sorted(epochs),
-            "lost_offsets": sorted(lost_at), "unshown": len(in_range - shown_must),
-            "brokers": brokers}
+    return {"rows": [make(i) if isinstance(i, int) else i for i in p.items],
+            "hidden": p.hidden, "epochs": sorted(s.epochs), "lost_offsets": sorted(s.lost_at),
+            "unshown": p.unshown, "brokers": s.brokers}
 
 
-def fold(interesting: list[int], make: Any) -> tuple[list[Any], int]:
-    """The rows shown (made by `make(i)`) and how many are hidden: all of them up to
+def partition_rows(logs: Logs, final: dict[int, Any], acked: dict[int, list[Any]],
+                   lost: Iterable[Any], must: Iterable[int]) -> dict[str, Any]:
+    """The grid of one partition from all of its records (grid's JSON).
+
+    ``final``: offset -> value of the final read; ``acked``: offset -> values
+    acknowledged there (add_ack); ``lost``: the lost writes' values; ``must``:
+    the offsets the anomalies name (the divergent ones among them)."""
+    s = shape(logs, final, acked, lost)
+    return grid(s, plan(s, must), logs, final, acked)
+
+
+def fold(n: int, levels: dict[int, int]) -> tuple[list[Any], int]:
+    """The rows shown of ``n`` (positions, and {"gap": n} folds for the rest) and how
+    many are hidden; ``levels``: the positions that are not PLAIN. All of them up to
     MAX_ROWS, else every ANOMALY row (an anomaly's offset, a lost value, a ghost)
     with CONTEXT rows around it, then -- up to MAX_ROWS more -- the first rows
     (CONTEXT of them when there is an anomaly to show, else EDGE), the last EDGE,
-    and CONTEXT rows around each MARKED one; folds ({"gap": n}) stand for the rest."""
-    n = len(interesting)
+    and CONTEXT rows around each MARKED one, lowest first."""
     if n <= MAX_ROWS:
-        return [make(i) for i in range(n)], 0
-    must: set[int] = set()
-    for i, level in enumerate(interesting):
+        return list(range(n)), 0
+    keep: set[int] = set()
+    for i, level in levels.items():
         if level == ANOMALY:
-            must.update(range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)))
-    head = CONTEXT if must else EDGE
-    extra = [*range(head), *range(n - EDGE, n),
-             *(i for i, lv in enumerate(interesting) if lv == MARKED)]
-    keep = set(must)
-    for i in extra:  # in this order: the head, the tail, the marked rows
-        if len(keep - must) >= MAX_ROWS:
-            break
-        if interesting[i] == MARKED:
             keep.update(range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)))
-        else:
-            keep.add(i)
+    head = CONTEXT if keep else EDGE
+    extra = [*range(head), *range(n - EDGE, n),
+             *sorted(i for i, lv in levels.items() if lv == MARKED)]
+    added = 0  # rows kept beyond the anomalies' (a row not yet kept is not one of them)
+    for i in extra:  # in this order: the head, the tail, the marked rows
+        if added >= MAX_ROWS:
+            break
+        near = range(max(i - CONTEXT, 0), min(i + CONTEXT + 1, n)) \
+            if levels.get(i) == MARKED else (i,)
+        for x in near:
+            if x not in keep:
+                keep.add(x)
+                added += 1
     out: list[Any] = []
-    hidden = 0
-    gap = 0
-    for i in range(n):
-        if i in keep:
-            if gap:
-                out.append({"gap": gap})
-                gap = 0
-            out.append(make(i))
-        else:
-            gap += 1
-            hidden += 1
-    if gap:
-        out.append({"gap": gap})
-    return out, hidden
+    last = -1
+    for i in sorted(keep):
+        if i > last + 1:
+            out.append({"gap": i - last - 1})
+        out.append(i)
+        last = i
+    if last < n - 1:
+        out.append({"gap": n - 1 - last})
+    return out, n - len(keep)

@@ -3,29 +3,41 @@ per run and partition, so that rendering a report reads neither the replica logs
 nor the history.
 
 A small run's inputs -- its log records, acknowledged sends and final reads --
-are collected and reduced in the driver; a big run's (history over BIG_RUN_BYTES)
-are reduced inside Spark, one partition of one run per group, by the same
-Python, so only the few hundred rows a grid shows leave the executors. The
-anomalies (lost values, the offsets they name) are the check's listed ones, as
-the report lists them.
+are collected and reduced in the driver. A big run's (history over BIG_RUN_BYTES)
+are not collected: a few aggregations in Spark give each partition's Shape (its
+top offset, epochs, where the replicas differ -- looked for only in the offset
+buckets whose log digests differ -- where lost values sit, the ghosts), the
+driver plans the rows as for a small run, and the records at the planned
+offsets, a few thousand a partition, are fetched. The anomalies (lost values,
+the offsets they name) are the check's listed ones, as the report lists them.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from typing import Any
 
-import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from checker.gridrows import add_ack, anomaly_offsets, partition_rows
+from checker.facts import LOG, Digest
+from checker.gridrows import (
+    EDGE,
+    MAX_GHOSTS,
+    Plan,
+    Shape,
+    add_ack,
+    anomaly_offsets,
+    grid,
+    marked_needed,
+    partition_rows,
+    plan,
+)
 from contract import FINAL_PROCESS
 
 # A run with more history than this is reduced in Spark (a Python worker per
 # task): below it, collecting its rows costs less than starting the workers.
 BIG_RUN_BYTES = 4 << 20
-_GRID = "run string, topic string, partition int, grid string"
 # (run, "topic/partition") -> the values lost there, the offsets the anomalies name
 Marks = dict[tuple[str, str], tuple[set[Any], set[int]]]
 
@@ -55,17 +67,20 @@ def _finals(history: DataFrame) -> DataFrame:
                           & (F.col("type") == "ok"))
 
 
-def grids(history: DataFrame, logs: DataFrame, runs: dict[str, int], marked: Marks
+def grids(history: DataFrame, sparse: DataFrame, logs: DataFrame, runs: dict[str, int],
+          marked: Marks,
+          candidates: set[tuple[str, str, int, int]], bits: int
           ) -> dict[str, dict[str, dict[str, Any]]]:
     """run -> partition -> its grid (checker.gridrows.partition_rows), for ``runs``
-    (URI -> history bytes)."""
+    (URI -> history bytes); ``sparse``: checker.sparse's rows; ``candidates``:
+    differing_buckets of the log digests, offset buckets of 2**``bits``."""
     small = sorted(u for u, n in runs.items() if n <= BIG_RUN_BYTES)
     big = sorted(u for u in runs if u not in small)
     out: dict[str, dict[str, dict[str, Any]]] = {u: {} for u in runs}
     if small:
         _collected(history, logs, small, marked, out)
     if big:
-        _in_spark(history, logs, big, marked, out)
+        _in_spark(history, sparse, logs, big, marked, candidates, bits, out)
     return out
 
 
@@ -94,51 +109,138 @@ def _collected(history: DataFrame, logs: DataFrame, runs: list[str], marked: Mar
                                       acked.get((u, part), {}), lost, must)
 
 
-def _in_spark(history: DataFrame, logs: DataFrame, runs: list[str], marked: Marks,
+def differing_buckets(digests: Iterable[Digest]) -> set[tuple[str, str, int, int]]:
+    """(run, topic, partition, bucket) where two replicas' logs may hold different
+    records at an offset: their digests differ (checker.facts). A bucket only one
+    replica has, or where every replica's digest is the same, has no marked row.
+    Without the epoch in the log digests (no anomaly kind compares it) every
+    bucket two replicas have is a candidate."""
+    by: dict[tuple[str, str, int, int], list[tuple[Any, ...]]] = {}
+    for d in digests:
+        if d.src.startswith(LOG) and d.bucket is not None:
+            by.setdefault((d.run, d.topic, d.partition, d.bucket), []).append(
+                (d.n, d.lo, d.hi, d.xlo, d.xhi))
+    return {k for k, ds in by.items()
+            if len(ds) > 1 and (len(set(ds)) > 1 or any(x[3] is None for x in ds))}
+
+
+def _small_df(history: DataFrame, rows: list[tuple[Any, ...]], schema: str) -> DataFrame:
+    """A table of the driver's ``rows``, to be broadcast into a join."""
+    return F.broadcast(history.sparkSession.createDataFrame(rows, schema))
+
+
+_KEY = ["run", "topic", "partition"]
+_PART = "run string, topic string, partition int"
+
+
+def _in_spark(history: DataFrame, sparse: DataFrame, logs: DataFrame, runs: list[str],
+              marked: Marks, candidates: set[tuple[str, str, int, int]], bits: int,
               out: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """A big run's grids: a few aggregations in Spark give each partition's Shape,
+    the driver plans its rows (checker.gridrows.plan) and one join per input fetches
+    the records at the planned offsets -- a few thousand per partition. Two passes
+    over the history, four over the logs (the smaller input)."""
     mine = F.col("run").isin(runs)
-    cols = ["run", "topic", "partition", "kind", "broker", "offset", "epoch", "value",
-            "index", "pos"]
-    null = F.lit(None)
-    rows = logs.filter(mine).select(
-        "run", "topic", "partition", F.lit(0).alias("kind"), "broker", "offset", "epoch",
-        "value", null.cast("long").alias("index"), null.cast("int").alias("pos"),
-    ).unionByName(_sends(history).filter(mine).select(
-        "run", "topic", "partition", F.lit(1).alias("kind"), null.cast("string").alias("broker"),
-        "offset", null.cast("long").alias("epoch"), "value", "index",
-        null.cast("int").alias("pos"),
-    )).unionByName(_finals(history).filter(mine).select(
-        "run", "topic", "partition", "index", F.posexplode("records").alias("pos", "rec"),
-    ).select(
-        "run", "topic", "partition", F.lit(2).alias("kind"), null.cast("string").alias("broker"),
-        F.col("rec")[0].alias("offset"), null.cast("long").alias("epoch"),
-        F.col("rec")[1].alias("value"), "index", "pos",
-    )).select(*cols)
-    marked_here = {k: v for k, v in marked.items() if k[0] in runs}
+    lg = logs.filter(mine)
+    off = F.col("offset")
+    parts: dict[tuple[str, str, int], list[Any]] = {}  # -> [top, epochs, brokers]
+    for r in lg.groupBy(*_KEY, "broker", "epoch").agg(F.max(off).alias("top")).collect():
+        p = parts.setdefault((r.run, r.topic, r.partition), [-1, set(), set()])
+        p[0] = max(p[0], r.top)
+        p[2].add(r.broker)
+        if r.epoch is not None and r.top >= 0:
+            p[1].add(r.epoch)
+    if not parts:
+        return
+    # The final read's highest offset, from checker.sparse's summaries: a poll's last
+    # record's, or where it does not climb evenly its records' (kept there).
+    highest = F.coalesce(F.array_max(F.transform("records", lambda rec: rec[0])),
+                         F.col("last_offset"))
+    for r in _finals(sparse).filter(mine).groupBy(*_KEY).agg(F.max(highest)).collect():
+        p = parts.get((r[0], r[1], r[2]))
+        if p is not None and r[3] is not None:
+            p[0] = max(p[0], r[3])
+    tops = _small_df(history, [(*k, p[0]) for k, p in parts.items()], _PART + ", top long")
+    by_part = Window.partitionBy(*_KEY)
+    lost_rows = [(*k, v, True) for k in parts
+                 for v in marked.get((k[0], f"{k[1]}/{k[2]}"), (set(), set()))[0]
+                 if isinstance(v, int) and not isinstance(v, bool)]
+    lostv = _small_df(history, lost_rows, _PART + ", value long, lost boolean")
+    lost_here: dict[tuple[str, str, int], set[int]] = {}
+    lost_at: dict[tuple[str, str, int], set[int]] = {}
+    ghosts: dict[tuple[str, str, int], list[int]] = {}
+    if lost_rows:
+        for r in (lg.filter(off >= 0).join(lostv, [*_KEY, "value"], "left_semi")
+                  .select(*_KEY, "offset").distinct().collect()):
+            lost_here.setdefault((r.run, r.topic, r.partition), set()).add(r.offset)
+    # The acknowledged sends of a lost value, and the ghosts: one pass.
+    ghost = off > F.col("top")
+    for r in (_sends(history).filter(mine).join(tops, _KEY).join(lostv, [*_KEY, "value"], "left")
+              .filter(F.col("lost").isNotNull() | ghost)
+              .select(*_KEY, "offset", F.col("lost").isNotNull().alias("lost"),
+                      ghost.alias("ghost"))
+              .distinct()
+              .withColumn("k", F.row_number().over(by_part.orderBy(F.col("ghost").desc(), off)))
+              .filter(F.col("lost") | (F.col("ghost") & (F.col("k") <= MAX_GHOSTS))).collect()):
+        k = (r.run, r.topic, r.partition)
+        if r.lost:
+            lost_at.setdefault(k, set()).add(r.offset)
+        if r.ghost and r.k <= MAX_GHOSTS:
+            ghosts.setdefault(k, []).append(r.offset)
+    differ: dict[tuple[str, str, int], set[int]] = {}
+    cand = [c for c in candidates if c[:3] in parts]
+    if cand:
+        need = marked_needed(max((len(v) for v in lost_here.values()), default=0))
+        for r in (lg.filter(off >= 0).withColumn("bucket", F.shiftright(off, bits))
+                  .join(_small_df(history, cand, _PART + ", bucket long"),
+                        [*_KEY, "bucket"], "left_semi")
+                  .groupBy(*_KEY, "offset")
+                  .agg(F.size(F.collect_set(F.struct("epoch", "value"))).alias("records"))
+                  .filter(F.col("records") > 1)
+                  .withColumn("lo", F.row_number().over(by_part.orderBy("offset")))
+                  .withColumn("hi", F.row_number().over(by_part.orderBy(off.desc())))
+                  .filter((F.col("lo") <= need) | (F.col("hi") <= EDGE))
+                  .select(*_KEY, "offset").collect()):
+            differ.setdefault((r.run, r.topic, r.partition), set()).add(r.offset)
+    plans: dict[tuple[str, str, int], tuple[Shape, Plan]] = {}
+    for k, (top, epochs, brokers) in parts.items():
+        s = Shape(sorted(brokers), top, epochs, differ.get(k, set()), lost_here.get(k, set()),
+                  lost_at.get(k, set()), sorted(ghosts.get(k, [])))
+        plans[k] = (s, plan(s, marked.get((k[0], f"{k[1]}/{k[2]}"), (set(), set()))[1]))
+    _fetch(history, lg, runs, plans, out)
 
-    def one(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-        u, topic, partition = key
-        part = f"{topic}/{partition}"
-        by_broker: dict[str, dict[int, tuple[Any, Any]]] = {}
-        acked: dict[int, list[Any]] = {}
-        final: dict[int, Any] = {}
-        logs_p = pdf[pdf["kind"] == 0]
-        for b, off, e, v in zip(logs_p["broker"].tolist(), logs_p["offset"].tolist(),
-                                logs_p["epoch"].tolist(), logs_p["value"].tolist(),
-                                strict=True):
-            by_broker.setdefault(b, {})[int(off)] = (None if pd.isna(e) else int(e), int(v))
-        sends = pdf[pdf["kind"] == 1].sort_values("index", kind="stable")
-        for off, v in zip(sends["offset"].tolist(), sends["value"].tolist(), strict=True):
-            add_ack(acked, int(off), int(v))
-        reads = pdf[pdf["kind"] == 2].sort_values(["index", "pos"], kind="stable")
-        for off, v in zip(reads["offset"].tolist(), reads["value"].tolist(), strict=True):
-            final[int(off)] = None if pd.isna(v) else int(v)
-        if not by_broker:
-            return pd.DataFrame({"run": [], "topic": [], "partition": [], "grid": []})
-        lost, must = marked_here.get((u, part), (set(), set()))
-        grid = partition_rows(by_broker, final, acked, lost, must)
-        return pd.DataFrame({"run": [u], "topic": [topic], "partition": [partition],
-                             "grid": [json.dumps(grid, separators=(",", ":"))]})
 
-    for r in rows.groupBy("run", "topic", "partition").applyInPandas(one, _GRID).collect():
-        out[r.run][f"{r.topic}/{r.partition}"] = json.loads(r.grid)
+def _fetch(history: DataFrame, lg: DataFrame, runs: list[str],
+           plans: dict[tuple[str, str, int], tuple[Shape, Plan]],
+           out: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """The records at the planned offsets (a join with them: one pass over the logs,
+    one over the history for the sends and the final reads), and the grids."""
+    at = [*_KEY, "offset"]
+    want = _small_df(history, [(*k, o) for k, (s, p) in plans.items() for o in p.offsets(s)],
+                     _PART + ", offset long")
+    rec: dict[tuple[str, str, int], dict[str, dict[int, tuple[Any, Any]]]] = {}
+    for r in lg.join(want, at, "left_semi").select(*at, "broker", "epoch", "value").collect():
+        rec.setdefault((r.run, r.topic, r.partition), {}).setdefault(
+            r.broker, {})[r.offset] = (r.epoch, r.value)
+    f, typ = F.col("f"), F.col("type")
+    send = (f == "send") & (typ == "ok") & F.col("offset").isNotNull()
+    final = (F.col("process") == FINAL_PROCESS) & (f == "poll") & (typ == "ok")
+    # A send is one [offset, value] at position 0; a final read, its records.
+    hist = (history.filter(F.col("run").isin(runs) & (send | final))
+            .select(*_KEY, "index", send.alias("send"),
+                    F.posexplode(F.when(send, F.array(F.array("offset", "value")))
+                                 .otherwise(F.col("records"))).alias("pos", "rec"))
+            .select(*_KEY, "index", "send", "pos", F.col("rec")[0].alias("offset"),
+                    F.col("rec")[1].alias("value"))
+            .join(want, at, "left_semi").collect())
+    acked: dict[tuple[str, str, int], dict[int, list[Any]]] = {}
+    finals: dict[tuple[str, str, int], dict[int, Any]] = {}
+    for r in sorted(hist, key=lambda r: (r["index"], r.pos)):
+        k = (r.run, r.topic, r.partition)
+        if r.send:
+            add_ack(acked.setdefault(k, {}), r.offset, r.value)
+        else:
+            finals.setdefault(k, {})[r.offset] = r.value
+    for k, (s, p) in plans.items():
+        out[k[0]][f"{k[1]}/{k[2]}"] = grid(s, p, rec.get(k, {}), finals.get(k, {}),
+                                           acked.get(k, {}))

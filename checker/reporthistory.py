@@ -11,14 +11,17 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from checker import reportgrid, reportops
+from checker.facts import Digest
 from checker.load import Inputs
 from checker.rundir import RunDir
 
 
 def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
-                   runs: dict[str, RunDir]) -> dict[str, dict[str, Any]]:
+                   runs: dict[str, RunDir], digests: list[Digest], bits: int
+                   ) -> dict[str, dict[str, Any]]:
     """run (URI) -> {"story", "grid", "consumers"}; ``found``: the listed anomaly
-    rows (as checker.api lists them in anomalies.json), ``runs``: by key. A run
+    rows (as checker.api lists them in anomalies.json), ``runs``: by key,
+    ``digests``: the inputs' (checker.facts), of offset buckets of 2**``bits``. A run
     whose story would ask about more than reportops.MAX_OFFSETS offsets gets no
     "story" (the report reads its history)."""
     uris = {u: k for u, k in inputs.run_keys.items() if k in runs}
@@ -42,8 +45,9 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
     few, consumers = reportops.sparse_indexes(sparse)
     marked = {(u, part): m for u, anomalies in listed.items()
               for part, m in reportgrid.marks(anomalies).items()}
-    grids = reportgrid.grids(inputs.history, inputs.logs,
-                             {u: runs[k].history_bytes for u, k in uris.items()}, marked)
+    grids = reportgrid.grids(inputs.history, sparse, inputs.logs,
+                             {u: runs[k].history_bytes for u, k in uris.items()}, marked,
+                             reportgrid.differing_buckets(digests), bits)
     out: dict[str, dict[str, Any]] = {}
     for u, k in uris.items():
         out[u] = {"grid": grids[u], "consumers": u in consumers}
