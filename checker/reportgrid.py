@@ -33,6 +33,7 @@ from checker.gridrows import (
     partition_rows,
     plan,
 )
+from checker.spark import local_rows
 from contract import FINAL_PROCESS
 
 # A run with more history than this is reduced in Spark (a Python worker per
@@ -126,7 +127,7 @@ def differing_buckets(digests: Iterable[Digest]) -> set[tuple[str, str, int, int
 
 def _small_df(history: DataFrame, rows: list[tuple[Any, ...]], schema: str) -> DataFrame:
     """A table of the driver's ``rows``, to be broadcast into a join."""
-    return F.broadcast(history.sparkSession.createDataFrame(rows, schema))
+    return F.broadcast(local_rows(history.sparkSession, rows, schema))
 
 
 _KEY = ["run", "topic", "partition"]
