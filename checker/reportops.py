@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -156,30 +156,20 @@ def read_ops(run_dir: Path, indexes: set[int],
     A history is written one op a line, its indexes counting up from 0
     (workloads.history), so each wanted line is found by searching the file for its
     start from the last one found (a byte search, not a line-by-line read: a 10M
-    operation history's 20M lines take ~20 s in Python). A history where a line is
+    operation history's lines take seconds in Python). A history where a line is
     not found that way is read line by line."""
-    path = Path(run_dir) / HISTORY
     out: list[dict[str, Any]] = []
-    with open(path, "rb") as f:
+    with open(Path(run_dir) / HISTORY, "rb") as f:
         try:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file
             return out
         with mm:
-            pos = 0
-            for i in sorted(indexes):
-                needle = b"%s%d," % (_PREFIX, i)
-                if pos == 0 and mm[:len(needle)] == needle:
-                    at = 0
-                else:
-                    found = mm.find(b"\n" + needle, pos)
-                    if found < 0:
-                        return _read_ops_by_line(path, indexes, each)
-                    at = found + 1
-                end = mm.find(b"\n", at)
-                pos = len(mm) if end < 0 else end
+            spans = _spans(mm, sorted(indexes))
+            lines = (mm[a:b] for a, b in spans) if spans is not None else _scanned(f, indexes)
+            for raw in lines:
                 try:
-                    op = json.loads(mm[at:pos])
+                    op = json.loads(raw)
                 except ValueError:
                     continue  # a torn last line
                 if isinstance(op, dict):
@@ -188,25 +178,38 @@ def read_ops(run_dir: Path, indexes: set[int],
     return out
 
 
-def _read_ops_by_line(path: Path, indexes: set[int],
-                      each: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """read_ops of a history whose lines are not in index order."""
-    out = []
-    with open(path, "rb") as f:
-        for line in f:
-            if not line.startswith(_PREFIX):
-                continue
-            end = line.find(b",", len(_PREFIX))
-            try:
-                if int(line[len(_PREFIX):end]) not in indexes:
-                    continue
-                op = json.loads(line)
-            except ValueError:
-                continue  # a torn last line
-            if isinstance(op, dict):
-                each(op)
-                out.append(op)
-    return out
+def _spans(mm: mmap.mmap, indexes: list[int]) -> list[tuple[int, int]] | None:
+    """Where the lines of ``indexes`` (ascending) are, searched forward; None when
+    one is not found after the one before it."""
+    spans = []
+    pos = 0
+    for i in indexes:
+        needle = b"%s%d," % (_PREFIX, i)
+        if pos == 0 and mm[:len(needle)] == needle:
+            at = 0
+        else:
+            found = mm.find(b"\n" + needle, pos)
+            if found < 0:
+                return None
+            at = found + 1
+        end = mm.find(b"\n", at)
+        pos = len(mm) if end < 0 else end
+        spans.append((at, pos))
+    return spans
+
+
+def _scanned(f: BinaryIO, indexes: set[int]) -> Iterator[bytes]:
+    """The lines of ``indexes`` of a history read line by line."""
+    f.seek(0)
+    for line in f:
+        if not line.startswith(_PREFIX):
+            continue
+        end = line.find(b",", len(_PREFIX))
+        try:
+            if int(line[len(_PREFIX):end]) in indexes:
+                yield line
+        except ValueError:
+            continue  # a torn last line
 
 
 def trim_final(op: dict[str, Any], offsets: set[int]) -> list[int] | None:

@@ -25,7 +25,8 @@ import gen_history  # noqa: E402  (bench/ is scripts, not a package)
 
 
 def _partition(rnd: random.Random, n: int, pdiv: float):
-    logs = {b: {o: (rnd.choice([1, 2]), o + (rnd.random() < pdiv)) for o in range(rnd.randint(0, n))}
+    logs = {b: {o: (rnd.choice([1, 2]), o + (rnd.random() < pdiv))
+                for o in range(rnd.randint(0, n))}
             for b in ("A", "B", "C")[:rnd.randint(2, 3)]}
     final = {o: o for o in range(rnd.randint(0, n))}
     acked: dict[int, list] = {}
