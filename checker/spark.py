@@ -87,6 +87,26 @@ SESSION_SQL = {
 }
 
 
+# G1's regions at least 4 MiB. Spark's memory store holds a kept input's serialized
+# blocks in chunks of spark.storage.unrollMemoryThreshold (1 MiB); G1 gives an object
+# of half a region or more whole regions of its own, so under an 8 GiB heap (2 MiB
+# regions and smaller) every chunk wasted a region's other half. A 100M-operation
+# batch filled a 4 GiB heap with that waste and collected without end; at 10M
+# operations the check took 122.6 s instead of 138.6 s (bench/README.md).
+MIN_REGION = 4 << 20
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def region_flag(heap: str) -> str:
+    """The JVM option that keeps G1's regions at MIN_REGION or more for a heap of
+    ``heap`` (Spark's notation: 4g, 450m); none where G1 picks as much itself (it
+    divides the heap into ~2,048 regions)."""
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", heap.strip().lower())
+    if m is None or int(m[1]) * _UNITS[m[2]] >= 2048 * MIN_REGION:
+        return ""
+    return f" -XX:G1HeapRegionSize={MIN_REGION >> 20}m"
+
+
 def _log4j_file() -> str:
     path = os.path.join(tempfile.gettempdir(), "isrlab-checker-log4j2.properties")
     if not os.path.exists(path):
@@ -386,6 +406,7 @@ def get_session(master: str | None = None, progress_bar: bool = False,
         # generated code for the wide parse-and-validate stages has some: let it
         # (~3% at 10M operations).
         jvm = f"-Dlog4j2.configurationFile=file:{_log4j_file()} -XX:-DontCompileHugeMethods"
+        jvm += region_flag(driver_memory())
         # The JIT compilers at the lowest CPU priority: a cold JVM's first check
         # spends more CPU in C2 (~17 s) than in Spark, and on a small machine that
         # time comes out of the check; niced, C2 compiles while the cores are idle

@@ -191,6 +191,8 @@ def test_standalone_cluster_matches_local(standalone: str, tmp_path: Path,
     # The cap reached the driver JVM: pyspark's launcher turns spark.driver.memory
     # into its -Xmx (and only the last -Xmx counts).
     assert [a for a in driver[1] if a.startswith("-Xmx")][-1] == f"-Xmx{DRIVER_MEMORY}"
+    # G1's regions kept at 4 MiB, so a memory store's 1 MiB chunk is not humongous
+    assert "-XX:G1HeapRegionSize=4m" in driver[1]
     print(f"driver JVM peak RSS {peak / 1024:.0f} MiB with -Xmx{DRIVER_MEMORY}")
     runs = {r["run_id"]: r for r in json.loads(stdout.read_text())["runs"]}
     assert set(runs) == set(checked_batch)

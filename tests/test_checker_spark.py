@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from checker.spark import get_session, local_parallelism
+from checker.spark import get_session, local_parallelism, region_flag
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,15 @@ from checker.spark import get_session, local_parallelism
 )
 def test_local_parallelism(master: str, expected: int | None) -> None:
     assert local_parallelism(master) == expected
+
+
+@pytest.mark.parametrize(
+    ("heap", "flag"),
+    [("4g", " -XX:G1HeapRegionSize=4m"), ("450m", " -XX:G1HeapRegionSize=4m"),
+     ("8191m", " -XX:G1HeapRegionSize=4m"), ("8g", ""), ("12g", ""), ("32G", "")],
+)
+def test_regions_are_kept_at_4_mib_below_an_8_gib_heap(heap: str, flag: str) -> None:
+    assert region_flag(heap) == flag
 
 
 @pytest.mark.spark
