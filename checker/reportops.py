@@ -18,7 +18,6 @@ search for each line's start, in one forward pass of the driver (read_ops).
 from __future__ import annotations
 
 import json
-import mmap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -155,47 +154,64 @@ def read_ops(run_dir: Path, indexes: set[int],
 
     A history is written one op a line, its indexes counting up from 0
     (workloads.history), so each wanted line is found by searching the file for its
-    start from the last one found (a byte search, not a line-by-line read: a 10M
-    operation history's lines take seconds in Python). A history where a line is
-    not found that way is read line by line."""
+    start from the last one found (a byte search in blocks, not a line-by-line read:
+    a 10M-operation history's lines take seconds in Python), then read alone. A
+    history where a line is not found that way is read line by line."""
     out: list[dict[str, Any]] = []
     with open(Path(run_dir) / HISTORY, "rb") as f:
-        try:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file
-            return out
-        with mm:
-            spans = _spans(mm, sorted(indexes))
-            lines = (mm[a:b] for a, b in spans) if spans is not None else _scanned(f, indexes)
-            for raw in lines:
-                try:
-                    op = json.loads(raw)
-                except ValueError:
-                    continue  # a torn last line
-                if isinstance(op, dict):
-                    each(op)
-                    out.append(op)
+        spans = _spans(f, sorted(indexes))
+        lines = (_read_at(f, a, b) for a, b in spans) if spans is not None \
+            else _scanned(f, indexes)
+        for raw in lines:
+            try:
+                op = json.loads(raw)
+            except ValueError:
+                continue  # a torn last line
+            if isinstance(op, dict):
+                each(op)
+                out.append(op)
     return out
 
 
-def _spans(mm: mmap.mmap, indexes: list[int]) -> list[tuple[int, int]] | None:
-    """Where the lines of ``indexes`` (ascending) are, searched forward; None when
-    one is not found after the one before it."""
+_BLOCK = 16 << 20  # read_ops' search reads the history in blocks of this many bytes
+
+
+def _spans(f: BinaryIO, indexes: list[int]) -> list[tuple[int, int]] | None:
+    """Where (byte offsets) the lines of ``indexes`` (ascending) are, searched
+    forward; None when one is not found after the one before it."""
+    f.seek(0)
+    buf = b"\n" + f.read(_BLOCK)  # as if a line ended before the first
+    base = -1  # the file offset of buf[0]
+    pos = 0  # where the next search starts in buf
+
+    def more() -> bool:
+        nonlocal buf
+        got = f.read(_BLOCK)
+        buf += got
+        return bool(got)
+
     spans = []
-    pos = 0
     for i in indexes:
-        needle = b"%s%d," % (_PREFIX, i)
-        if pos == 0 and mm[:len(needle)] == needle:
-            at = 0
-        else:
-            found = mm.find(b"\n" + needle, pos)
-            if found < 0:
+        needle = b"\n%s%d," % (_PREFIX, i)
+        at = buf.find(needle, pos)
+        while at < 0:
+            # Keep what may hold the start of a needle cut by the block's end.
+            cut = max(pos, len(buf) - len(needle))
+            base, buf, pos = base + cut, buf[cut:], 0
+            if not more():
                 return None
-            at = found + 1
-        end = mm.find(b"\n", at)
-        pos = len(mm) if end < 0 else end
-        spans.append((at, pos))
+            at = buf.find(needle)
+        end = buf.find(b"\n", at + 1)
+        while end < 0 and more():
+            end = buf.find(b"\n", at + 1)
+        pos = len(buf) if end < 0 else end
+        spans.append((base + at + 1, base + pos))
     return spans
+
+
+def _read_at(f: BinaryIO, start: int, end: int) -> bytes:
+    f.seek(start)
+    return f.read(end - start)
 
 
 def _scanned(f: BinaryIO, indexes: set[int]) -> Iterator[bytes]:

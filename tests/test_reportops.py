@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from checker import reportops
 from contract import HISTORY
 
@@ -17,7 +19,10 @@ def _history(tmp_path: Path, ops: list[dict], tail: bytes = b"") -> Path:
     return tmp_path
 
 
-def test_the_search_finds_the_lines_a_read_finds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [37, 4096, reportops._BLOCK])  # lines cut by blocks
+def test_the_search_finds_the_lines_a_read_finds(tmp_path: Path, monkeypatch,
+                                                 block: int) -> None:
+    monkeypatch.setattr(reportops, "_BLOCK", block)
     ops = [{"index": i, "f": "send", "value": i * 10, "records": [[i, i]] * (i % 7)}
            for i in range(5000)]
     run = _history(tmp_path, ops, b'{"index":5000,"f":"se')  # torn by a crash
