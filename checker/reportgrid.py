@@ -36,8 +36,9 @@ from checker.gridrows import (
 from checker.spark import local_rows
 from contract import FINAL_PROCESS
 
-# A run with more history than this is reduced in Spark (a Python worker per
-# task): below it, collecting its rows costs less than starting the workers.
+# A run with more history than this has its grid shaped and fetched in Spark
+# (seven small jobs); below it, collecting its rows whole takes three and little
+# memory. checker.reportevents uses the same bound for its Spark paths.
 BIG_RUN_BYTES = 4 << 20
 # (run, "topic/partition") -> the values lost there, the offsets the anomalies name
 Marks = dict[tuple[str, str], tuple[set[Any], set[int]]]
@@ -130,6 +131,11 @@ def _small_df(history: DataFrame, rows: list[tuple[Any, ...]], schema: str) -> D
     return F.broadcast(local_rows(history.sparkSession, rows, schema))
 
 
+def _marks_of(marked: Marks, k: tuple[str, str, int]) -> tuple[set[Any], set[int]]:
+    """The (lost values, anomaly offsets) of a (run, topic, partition)."""
+    return marked.get((k[0], f"{k[1]}/{k[2]}"), (set(), set()))
+
+
 _KEY = ["run", "topic", "partition"]
 _PART = "run string, topic string, partition int"
 
@@ -164,7 +170,7 @@ def _in_spark(history: DataFrame, sparse: DataFrame, logs: DataFrame, runs: list
     tops = _small_df(history, [(*k, p[0]) for k, p in parts.items()], _PART + ", top long")
     by_part = Window.partitionBy(*_KEY)
     lost_rows = [(*k, v, True) for k in parts
-                 for v in marked.get((k[0], f"{k[1]}/{k[2]}"), (set(), set()))[0]
+                 for v in _marks_of(marked, k)[0]
                  if isinstance(v, int) and not isinstance(v, bool)]
     lostv = _small_df(history, lost_rows, _PART + ", value long, lost boolean")
     lost_here: dict[tuple[str, str, int], set[int]] = {}
@@ -207,7 +213,7 @@ def _in_spark(history: DataFrame, sparse: DataFrame, logs: DataFrame, runs: list
     for k, (top, epochs, brokers) in parts.items():
         s = Shape(sorted(brokers), top, epochs, differ.get(k, set()), lost_here.get(k, set()),
                   lost_at.get(k, set()), sorted(ghosts.get(k, [])))
-        plans[k] = (s, plan(s, marked.get((k[0], f"{k[1]}/{k[2]}"), (set(), set()))[1]))
+        plans[k] = (s, plan(s, _marks_of(marked, k)[1]))
     _fetch(history, lg, runs, plans, out)
 
 
