@@ -332,10 +332,13 @@ def _decode_legacy(mv: memoryview, verify_crc: bool) -> Batch:
     if not inner:
         raise CorruptRecord(f"compressed message at offset {offset} holds no messages")
     if magic == 1:
-        # Inner offsets are relative; the wrapper carries the absolute last offset.
+        # Inner offsets are relative; the wrapper carries the absolute last offset. A
+        # producer's wrapper (offset 0, inner offsets as the client chose them) gives a
+        # negative base: then, as Kafka does, the inner offsets stand as written.
         shift = offset - inner[-1].offset
-        for rec in inner:
-            rec.offset += shift
+        if shift >= 0:
+            for rec in inner:
+                rec.offset += shift
     base = inner[0].offset
     return Batch(base, inner, magic, timestamp_type=ts_type, compression=codec,
                  last_offset_delta=inner[-1].offset - base, base_timestamp=ts,
