@@ -704,3 +704,23 @@ def test_codec_exports_flexible_boundaries():
     assert not codec.is_flexible(0, 8) and codec.is_flexible(0, 9)
     assert not codec.is_flexible(23, 3) and codec.is_flexible(23, 4)
     assert codec.supports(1, 18) and not codec.supports(1, 19) and not codec.supports(77, 0)
+
+
+def test_broker_kafka_is_stdlib_only():
+    """The broker ships alone (Docker image, SFTP): broker/kafka may import only the stdlib."""
+    import ast
+    import pathlib
+    import sys
+    pkg = pathlib.Path(codec.__file__).parent
+    files = sorted(pkg.glob("*.py"))
+    assert len(files) >= 7
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names, (path.name, name)
