@@ -385,7 +385,7 @@ class BrokerCore:
             self._apply(key, effects)
             return resp
         if t == "dump-log":
-            return {"error": None, "records": [list(r) for r in p.log.records]}
+            return {"error": None, "records": [r.to_json() for r in p.log.records]}
         return {"error": "INVALID_REQUEST", "message": f"unknown request type {t!r}"}
 
     def _produce(self, rid: Any, key: Key, p: Partition, msg: dict[str, Any],

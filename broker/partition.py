@@ -22,6 +22,12 @@ from typing import Any
 from .config import BrokerConfig
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
 from .log import Log, Record
+from .producer_state import (
+    UNSUPPORTED_VERSION,
+    ProducerBatchHeader,
+    ProducerStateManager,
+    increment_sequence,
+)
 from .protocol import Features
 from .protocol import features as features_of
 
@@ -88,6 +94,27 @@ class Event:
 Effect = AppendRecords | TruncateLog | WriteEpochCache | ProposeIsr | HaltBroker | Event
 
 
+class LeaderAppend(tuple):  # type: ignore[type-arg]
+    """What append_batch_as_leader did. It unpacks as (error, base offset, effects),
+    as before idempotence, and also says whether the batch was a retry of one
+    already in the log (`duplicate`: nothing appended, the offsets are the
+    original batch's) and the batch's `last_offset` (what an acks=all produce
+    waits for the HW to pass)."""
+
+    error: str | None
+    offset: int | None
+    effects: list[Effect]
+    last_offset: int | None
+    duplicate: bool
+
+    def __new__(cls, error: str | None, offset: int | None, effects: list[Effect],
+                last_offset: int | None = None, duplicate: bool = False) -> LeaderAppend:
+        self = super().__new__(cls, (error, offset, effects))
+        self.error, self.offset, self.effects = error, offset, effects
+        self.last_offset, self.duplicate = last_offset, duplicate
+        return self
+
+
 @dataclass
 class RemoteReplica:
     """What a leader knows about one follower (Kafka's Replica on the leader)."""
@@ -127,9 +154,14 @@ class Partition:
     pending_isr: tuple[str, ...] | None = None
     # The row of `protocol` in broker.protocol.FEATURES (ConfigError if unknown).
     features: Features = field(init=False, repr=False)
+    # KIP-98: the idempotent producers' state, a function of the log (rebuilt from
+    # it here, on truncation, and so on a restart: Kafka's loadProducerState).
+    producer_state: ProducerStateManager = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.features = features_of(self.protocol)
+        self.producer_state = ProducerStateManager.for_features(self.features)
+        self.producer_state.rebuild(self.log.records)
         self.lag_time_max_ms = self.config.replica_lag_time_max_ms
         self.hw = min(self.hw, self.log.leo)
         self._effects: list[Effect] = []
@@ -158,6 +190,9 @@ class Partition:
         removed = self.log.records[offset:]
         if self.log.truncate_to(offset):
             self._effects.append(TruncateLog(offset))
+            if self.producer_state.producers:
+                # Kafka's truncateAndReload: the state as of the new log end.
+                self.producer_state.rebuild(self.log.records)
         if self.epoch_cache.truncate_from_end(offset):
             self._effects.append(WriteEpochCache(tuple(self.epoch_cache.entries)))
         self.hw = min(self.hw, self.log.leo)
@@ -166,7 +201,7 @@ class Partition:
         # removed is listed so a report can show what the replica held there.
         self._emit("truncate", **{
             "from": old_leo, "to": self.log.leo, "reason": reason, "rule": rule,
-            "removed": [list(r) for r in removed[:MAX_TRUNCATED_LISTED]],
+            "removed": [r.to_json() for r in removed[:MAX_TRUNCATED_LISTED]],
             "removed_count": len(removed)})
 
     # -- controller metadata ---------------------------------------------------------
@@ -297,20 +332,43 @@ class Partition:
         """Append one produced value (a batch of one); returns (error, offset, effects)."""
         return self.append_batch_as_leader([value], acks, now)
 
-    def append_batch_as_leader(self, values: list[int], acks: Any,
-                               now: float) -> tuple[str | None, int | None, list[Effect]]:
+    def append_batch_as_leader(self, values: list[int], acks: Any, now: float,
+                               producer: ProducerBatchHeader | None = None) -> LeaderAppend:
         """Append a producer's batch atomically, as Kafka appends a record batch: all
-        of it or none, one effect; returns (error, base offset, effects)."""
+        of it or none, one effect; returns (error, base offset, effects) as a
+        LeaderAppend.
+
+        With `producer` (an idempotent producer's batch, KIP-98) the batch is
+        checked against the producer's state first (broker/producer_state.py): an
+        error changes nothing; a retry of a batch in the log appends nothing and
+        answers with the original batch's offsets (`duplicate`). A producer id of
+        -1 (RecordBatch.NO_PRODUCER_ID) is a plain batch."""
         if self.role != "leader":
-            return "NOT_LEADER_OR_FOLLOWER", None, []
+            return LeaderAppend("NOT_LEADER_OR_FOLLOWER", None, [])
         if acks in ("all", -1) and len(self.isr) < self.config.min_insync_replicas:
-            return "NOT_ENOUGH_REPLICAS", None, []
+            return LeaderAppend("NOT_ENOUGH_REPLICAS", None, [])
+        info = None
+        if producer is not None and producer.producer_id >= 0:
+            if not self.features.idempotence:
+                return LeaderAppend(UNSUPPORTED_VERSION, None, [])
+            check = self.producer_state.check_append(
+                producer.producer_id, producer.producer_epoch, producer.base_sequence,
+                len(values))
+            if check.error:
+                return LeaderAppend(check.error, None, [])
+            if check.duplicate is not None:
+                return LeaderAppend(None, check.duplicate.first_offset, [],
+                                    check.duplicate.last_offset, duplicate=True)
+            info = (producer.producer_id, producer.producer_epoch, producer.base_sequence,
+                    increment_sequence(producer.base_sequence, len(values) - 1))
         if self.features.leader_epochs:
             self._assign_epoch(self.leader_epoch, self.log.leo)
-        recs = tuple(self.log.append(self.leader_epoch, v) for v in values)
+        recs = tuple(self.log.append(self.leader_epoch, v, info) for v in values)
+        if info is not None:
+            self.producer_state.apply(recs)
         self._effects.append(AppendRecords(recs))
         self._maybe_advance_hw()
-        return None, recs[0].offset, self._take()
+        return LeaderAppend(None, recs[0].offset, self._take(), recs[-1].offset)
 
     def produce_outcome(self, offset: int, leader_epoch: int) -> str | None:
         """For an acks=all append: None while waiting, else "ok" or an error code."""
@@ -389,7 +447,12 @@ class Partition:
         if offset > self.log.leo:
             return {"error": "OFFSET_OUT_OF_RANGE", "leo": self.log.leo}
         records = self.log.read(offset, self.log.leo, max_records)
-        return {"error": None, "records": [list(r) for r in records], "hw": self.hw,
+        if records and records[-1].producer is not None:
+            # Whole record batches only, as Kafka serves them: a follower never
+            # holds part of an idempotent producer's batch it would have to
+            # answer for as leader.
+            records = self.log.records[offset:self.log.batch_end(offset + len(records))]
+        return {"error": None, "records": [r.to_json() for r in records], "hw": self.hw,
                 "leo": self.log.leo}
 
     def _end_offset(self, epoch: int) -> tuple[int, int]:
@@ -505,7 +568,7 @@ class Partition:
         if offset > self.log.leo or offset < 0:
             return {"error": "OFFSET_OUT_OF_RANGE", "hw": self.hw, "leo": self.log.leo}
         records = self.log.read(offset, self.hw, max_records)
-        return {"error": None, "records": [list(r) for r in records], "hw": self.hw,
+        return {"error": None, "records": [r.to_json() for r in records], "hw": self.hw,
                 "leo": self.log.leo, "leader_epoch": self.leader_epoch}
 
     def offsets_for_leader_epoch(self, epoch: int,
@@ -617,15 +680,19 @@ class Partition:
             self._truncate_kip279(diverging["epoch"], diverging["end_offset"], "diverging_epoch")
             return self._take()
         appended = []
-        for offset, epoch, value in resp.get("records", []):
+        for item in resp.get("records", []):
+            offset, epoch = item[0], item[1]
             if offset != self.log.leo:
                 break
-            rec = Record(offset, epoch, value)
+            rec = Record.from_json(item)
             if self.features.leader_epochs and epoch > self.epoch_cache.latest_epoch:
                 self._assign_epoch(epoch, offset)
             self.log.append_replicated(rec)
             appended.append(rec)
         if appended:
+            # Kafka's origin=Replication: the leader checked these, the follower
+            # only takes them into its producer state (KAFKA-6003, 1.0.0).
+            self.producer_state.apply(appended)
             # The epoch cache write (if any) comes first in the effect list, before
             # the records, as Kafka assigns the epoch before appending.
             self._effects.append(AppendRecords(tuple(appended)))

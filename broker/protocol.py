@@ -42,6 +42,20 @@ EpochAnswer = Literal[
 # KIP-841 and KIP-903 (modelled from 3.7) are KRaft controller rules.
 Quorum = Literal["zookeeper", "kraft"]
 
+# How many of a producer's last batches a replica keeps to recognise a retry
+# (ProducerStateManager): 0 without idempotence (0.10), 1 in 0.11.0, 5 from 1.0.0
+# (KAFKA-5494: max.in.flight.requests.per.connection up to 5 with idempotence).
+BatchesCached = Literal[0, 1, 5]
+
+# How a leader answers a producer id it has no state for whose batch does not
+# start at sequence 0 (broker/producer_state.py).
+UnknownProducer = Literal[
+    "none",                 # 0.10: no idempotent producer
+    "out_of_order",         # 0.11.0: OUT_OF_ORDER_SEQUENCE_NUMBER
+    "unknown_producer_id",  # 1.0.0, KAFKA-5793: UNKNOWN_PRODUCER_ID
+    "accept",               # 2.5.0, KIP-360 (KAFKA-8710): appended at any sequence
+]
+
 
 @dataclass(frozen=True)
 class Features:
@@ -131,6 +145,18 @@ class Features:
     # shutdown (no clean-shutdown marker) leaves ISR and ELR; with ISR and ELR empty
     # the last known leader may lead again.
     eligible_leader_replicas: bool
+    # 0.11, KIP-98: the idempotent producer. A batch carries (producer id, epoch,
+    # base sequence); the leader keeps each producer's state, answers a retried
+    # batch with its original offsets instead of appending it again, and refuses
+    # an older epoch (INVALID_PRODUCER_EPOCH) or a sequence gap
+    # (OUT_OF_ORDER_SEQUENCE_NUMBER); replicas rebuild the state from the log.
+    idempotence: bool
+    # See BatchesCached: 0.11.0 one batch per producer (a retry of any earlier one
+    # is out of order); 1.0, KAFKA-5494: the last 5.
+    producer_batches_cached: BatchesCached
+    # See UnknownProducer: 0.11.0 out of order / 1.0 KAFKA-5793 UNKNOWN_PRODUCER_ID /
+    # 2.5 KIP-360 accepted.
+    unknown_producer: UnknownProducer
 
     def __post_init__(self) -> None:
         for f, kind in get_type_hints(Features).items():
@@ -158,16 +184,21 @@ _V0_10 = Features(  # 0.10.2.0
     isr_empties_under_unclean_election=True,
     fenced_replicas_kept_out_of_isr=False,
     alter_partition_broker_epochs=False, eligible_leader_replicas=False,
-    isr_change_via_controller=False)
+    isr_change_via_controller=False,
+    idempotence=False, producer_batches_cached=0, unknown_producer="none")
 _V0_11 = replace(  # 0.11.0.0
     _V0_10, leader_epochs=True,                            # KIP-101
     truncation="offsets_for_leader_epoch",                 # KIP-101
-    epoch_answer="kip101")                                 # KIP-101
+    epoch_answer="kip101",                                 # KIP-101
+    idempotence=True, producer_batches_cached=1,           # KIP-98
+    unknown_producer="out_of_order")                       # KIP-98
 _V2_0 = replace(  # 2.0.0
     _V0_11, epoch_answer="kip279", epoch_iteration=True,   # KIP-279
     # ReplicaStateMachine.doRemoveReplicasFromIsr keeps the last ISR member whatever
     # unclean.leader.election.enable says (KAFKA-5642, 1.1.0).
-    isr_empties_under_unclean_election=False)
+    isr_empties_under_unclean_election=False,
+    producer_batches_cached=5,                             # KAFKA-5494 (1.0.0)
+    unknown_producer="unknown_producer_id")                # KAFKA-5793 (1.0.0)
 _V2_1 = replace(  # 2.1.0
     _V2_0, leader_epoch_fencing=True,                      # KIP-320 (KAFKA-7395)
     epoch_answer="kafka7415", epoch_on_become_leader=True,  # KAFKA-7415
@@ -180,7 +211,8 @@ _V2_1 = replace(  # 2.1.0
 # controller, which also makes paths reachable (`reachable:` in a scenario); 2.5's
 # new defaults (KIP-537) are in broker/defaults.py.
 _V2_7 = replace(  # 2.7.0
-    _V2_1, isr_change_via_controller=True)                 # KIP-497
+    _V2_1, isr_change_via_controller=True,                 # KIP-497
+    unknown_producer="accept")                             # KIP-360 (2.5.0)
 _V2_8 = replace(  # 2.8.0
     _V2_7, truncation="diverging_epoch")                   # KAFKA-10554 (KIP-595 fields)
 _V3_7 = replace(  # 3.7.0

@@ -101,7 +101,10 @@ def _last_value(lines: list[bytes]) -> Any:
 def _record(line: bytes) -> Record:
     """One line of a partition's record log."""
     rec = json.loads(line)
-    return Record(rec["offset"], rec["epoch"], rec["value"])
+    p = rec.get("producer")
+    if p is None:
+        return Record(rec["offset"], rec["epoch"], rec["value"])
+    return Record(rec["offset"], rec["epoch"], rec["value"], (p[0], p[1], p[2], p[3]))
 
 
 def _hw_key(topic: str, partition: int) -> str:
@@ -161,8 +164,16 @@ class PartitionStore:
         for rec in records:
             # json.dumps's bytes for int fields (produce admits only ints), at a
             # tenth of its cost: a line for every record a replica appends.
-            line = (f'{{"offset":{rec.offset:d},"epoch":{rec.epoch:d},'
-                    f'"value":{rec.value:d}}}\n').encode()
+            p = rec.producer
+            if p is None:
+                line = (f'{{"offset":{rec.offset:d},"epoch":{rec.epoch:d},'
+                        f'"value":{rec.value:d}}}\n').encode()
+            else:
+                # An idempotent producer's batch header, [id, epoch, base seq, last
+                # seq], to rebuild the producer state from on a restart.
+                line = (f'{{"offset":{rec.offset:d},"epoch":{rec.epoch:d},'
+                        f'"value":{rec.value:d},"producer":[{p[0]:d},{p[1]:d},'
+                        f'{p[2]:d},{p[3]:d}]}}\n').encode()
             data += line
             pos += len(line)
             self._ends.append(pos)
@@ -295,7 +306,7 @@ def read_offline(data_dir: Path | str) -> dict[str, Any]:
             "leo": len(records),
             "hw_checkpoint": int(hws.get(_hw_key(topic, int(part)), 0)),
             "epoch_cache": [list(e) for e in epochs],
-            "records": [list(r) for r in records],
+            "records": [r.to_json() for r in records],
         })
     return out
 

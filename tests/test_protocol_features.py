@@ -27,6 +27,7 @@ from broker.controller_core import ControllerCore
 from broker.log import Record
 from broker.partition import Event, HaltBroker, Partition, ProposeIsr
 from broker.process import load_cluster_config
+from broker.producer_state import ProducerBatchHeader, ProducerStateManager
 from broker.protocol import FEATURES, PROTOCOLS, Features, features
 
 BROKER = Path(__file__).resolve().parent.parent / "broker"
@@ -44,6 +45,9 @@ def controller(protocol: str, min_isr: int = 1) -> ControllerClient:
 def toggled(p: Partition, **change) -> Partition:
     """`p` with some of its features changed, everything else as its version's row."""
     p.features = replace(p.features, **change)
+    # The producer state takes its rules from the features when it is made.
+    p.producer_state = ProducerStateManager.for_features(p.features)
+    p.producer_state.rebuild(p.log.records)
     return p
 
 
@@ -416,6 +420,56 @@ def test_feature_eligible_leader_replicas(on):
     assert st.elr == (["B", "C"] if on else [])
     c.shutdown("A")
     assert (st.leader, st.isr) == (("B", ["B"]) if on else (None, ["A"]))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_feature_idempotence(on):
+    """Kafka 0.11, KIP-98: a leader keeps an idempotent producer's state and
+    answers a retried batch with its original offset instead of appending it
+    again; 0.10 has no idempotent producer (UNSUPPORTED_VERSION)."""
+    a = toggled(replica("A", "0.11"), idempotence=on)
+    lead(a, 0, ["A"])
+    first = a.append_batch_as_leader([7, 8], 1, 0, ProducerBatchHeader(1, 0, 0))
+    retry = a.append_batch_as_leader([7, 8], 1, 0, ProducerBatchHeader(1, 0, 0))
+    if on:
+        assert (first.error, first.offset, retry.error, retry.offset) == (None, 0, None, 0)
+        assert retry.duplicate and retry.last_offset == 1 and retry.effects == []
+        assert values(a) == [7, 8] and a.log.records[0].producer == (1, 0, 0, 1)
+    else:
+        assert first.error == retry.error == "UNSUPPORTED_VERSION" and values(a) == []
+
+
+@pytest.mark.parametrize("cached", [1, 5])
+def test_feature_producer_batches_cached(cached):
+    """Kafka 1.0, KAFKA-5494: a replica keeps a producer's last 5 batches, so a
+    retry of any of them is a duplicate; 0.11.0 keeps one, and a retry of an
+    earlier in-flight batch is out of order."""
+    a = toggled(replica("A", "2.0"), producer_batches_cached=cached)
+    lead(a, 0, ["A"])
+    for seq in range(3):
+        a.append_batch_as_leader([seq], 1, 0, ProducerBatchHeader(1, 0, seq))
+    retry = a.append_batch_as_leader([0], 1, 0, ProducerBatchHeader(1, 0, 0))
+    if cached == 5:
+        assert (retry.error, retry.offset, retry.duplicate) == (None, 0, True)
+    else:
+        assert (retry.error, retry.offset) == ("OUT_OF_ORDER_SEQUENCE_NUMBER", None)
+    assert values(a) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("mode,error", [
+    ("out_of_order", "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+    ("unknown_producer_id", "UNKNOWN_PRODUCER_ID"),
+    ("accept", None),
+])
+def test_feature_unknown_producer(mode, error):
+    """A producer id the leader has no state for, its batch at sequence 5: Kafka
+    0.11.0 answers out of order, 1.0 (KAFKA-5793) UNKNOWN_PRODUCER_ID, 2.5
+    (KIP-360) appends it; at sequence 0 it is appended in every release."""
+    a = toggled(replica("A", "2.0"), unknown_producer=mode)
+    lead(a, 0, ["A"])
+    res = a.append_batch_as_leader([5], 1, 0, ProducerBatchHeader(9, 0, 5))
+    assert res.error == error and values(a) == ([] if error else [5])
+    assert a.append_batch_as_leader([0], 1, 0, ProducerBatchHeader(10, 0, 0)).error is None
 
 
 # -- no version string outside the table -------------------------------------------------

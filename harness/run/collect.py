@@ -118,9 +118,17 @@ def offline_replicas(offline: dict[tuple[str, int], dict[str, Any]],
 
 
 def log_rows(topic: str, partition: int, records: list) -> list[dict[str, Any]]:
-    """log.jsonl rows of one replica's records ([offset, epoch, value] each)."""
-    return [{"topic": topic, "partition": partition, "offset": r[0], "epoch": r[1],
-             "value": r[2]} for r in records]
+    """log.jsonl rows of one replica's records ([offset, epoch, value] each, an
+    idempotent producer's batch header [id, epoch, base seq, last seq] as a 4th
+    element: its row's "producer")."""
+    rows: list[dict[str, Any]] = []
+    for r in records:
+        row = {"topic": topic, "partition": partition, "offset": r[0], "epoch": r[1],
+               "value": r[2]}
+        if len(r) > 3 and r[3] is not None:
+            row["producer"] = list(r[3])
+        rows.append(row)
+    return rows
 
 
 @dataclass

@@ -73,7 +73,7 @@ class SimObservation(Observation):
             offline = {}
             for key in hosted:
                 files = store.part(key)
-                offline[key] = {"records": [list(r) for r in files.records],
+                offline[key] = {"records": [r.to_json() for r in files.records],
                                 "hw_checkpoint": store.hw_checkpoint.get(key, 0),
                                 "epoch_cache": [list(e) for e in files.epochs]}
             rows, parts = offline_replicas(offline, hosted)
