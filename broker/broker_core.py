@@ -46,6 +46,7 @@ from .partition import (
     TruncateLog,
     WriteEpochCache,
 )
+from .producer_state import ProducerBatchHeader
 
 Key = tuple[str, int]
 CONTROLLER = "controller"
@@ -189,6 +190,7 @@ class BrokerCore:
         self._session = _Session()
         self._appends_since_flush: dict[Key, int] = {}
         self._next_hw_checkpoint = NEVER
+        self._producer_ids_handed = 0
 
     # -- inputs ------------------------------------------------------------------------
 
@@ -363,6 +365,8 @@ class BrokerCore:
             return self.status()
         if t == "metadata":
             return {"error": None, "brokers": self.peers, "partitions": self.cluster_states}
+        if t == "init-producer-id":
+            return self._init_producer_id(msg)
         if t == "flush":
             self.flush()
             return {"error": None}
@@ -376,7 +380,10 @@ class BrokerCore:
         if t == "produce":
             return self._produce(rid, key, p, msg, now)
         if t == "fetch":
-            return p.fetch_for_consumer(int(msg["offset"]), int(msg.get("max_records", 500)))
+            return p.fetch_for_consumer(int(msg["offset"]), int(msg.get("max_records", 500)),
+                                        msg.get("current_leader_epoch"))
+        if t == "list-offsets":
+            return p.list_offsets(int(msg["timestamp"]), msg.get("current_leader_epoch"))
         if t == "replica-fetch":
             return self._replica_fetch(rid, key, p, msg, now)
         if t == "offsets-for-leader-epoch":
@@ -400,7 +407,11 @@ class BrokerCore:
             resp = {"error": "INVALID_REQUEST",
                     "message": "value must be an integer, values a non-empty list of them"}
             return self._produce_answer(rid, acks, resp)
-        err, offset, effects = p.append_batch_as_leader(values, acks, now)
+        producer = msg.get("producer")
+        header = None if producer is None else ProducerBatchHeader(
+            int(producer["producer_id"]), int(producer["producer_epoch"]),
+            int(producer["base_sequence"]))
+        err, offset, effects = p.append_batch_as_leader(values, acks, now, header)
         self._apply(key, effects)
         if err:
             return self._produce_answer(rid, acks, {"error": err, "offset": None,
@@ -416,6 +427,27 @@ class BrokerCore:
         self._produces.append(_DelayedProduce(rid, key, offset, offset + len(values) - 1,
                                               p.leader_epoch, now + timeout_ms))
         return _LATER
+
+    def _init_producer_id(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """InitProducerId for an idempotent (non-transactional) producer (KIP-98).
+
+        Kafka answers a null transactional id with a new producer id and epoch 0,
+        whatever id and epoch the request names (TransactionCoordinator.
+        handleInitProducerId, 0.11.0 to 3.7.0: "blindly accept"); ids come in
+        blocks from one cluster-wide counter (ZooKeeper, or the controller's
+        AllocateProducerIds from 3.0, KIP-730), so no two producers of a cluster's
+        life share one. The model's block is the broker epoch, which the controller
+        makes unique and never reuses: id = broker epoch << 20 | a counter of this
+        incarnation."""
+        if msg.get("transactional_id") is not None:
+            # No transaction coordinator in the model: a transactional producer
+            # is refused outright rather than half served.
+            return {"error": "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+        if self.broker_epoch < 0 or self._producer_ids_handed >= 1 << 20:
+            return {"error": "COORDINATOR_NOT_AVAILABLE"}
+        pid = self.broker_epoch << 20 | self._producer_ids_handed
+        self._producer_ids_handed += 1
+        return {"error": None, "producer_id": pid, "producer_epoch": 0}
 
     @staticmethod
     def _produce_answer(rid: Any, acks: Any, resp: dict[str, Any]) -> Respond:

@@ -562,7 +562,14 @@ class Partition:
             self._propose_isr([r for r in self.isr if r not in out])
         return self._take()
 
-    def fetch_for_consumer(self, offset: int, max_records: int) -> dict[str, Any]:
+    def fetch_for_consumer(self, offset: int, max_records: int,
+                           current_leader_epoch: int | None = None) -> dict[str, Any]:
+        """A consumer's fetch: records below the HW. KIP-320 (2.1): a consumer's
+        Fetch (v9+) names the leader epoch it believes in, fenced as a follower's."""
+        err = self._check_fencing(current_leader_epoch, "consumer")
+        if err:
+            self._take()  # the fetch-fenced event is a replica's, not a consumer's
+            return {"error": err, "leader_epoch": self.leader_epoch}
         if self.role != "leader":
             return {"error": "NOT_LEADER_OR_FOLLOWER"}
         if offset > self.log.leo or offset < 0:
@@ -570,6 +577,30 @@ class Partition:
         records = self.log.read(offset, self.hw, max_records)
         return {"error": None, "records": [r.to_json() for r in records], "hw": self.hw,
                 "leo": self.log.leo, "leader_epoch": self.leader_epoch}
+
+    def list_offsets(self, timestamp: int,
+                     current_leader_epoch: int | None = None) -> dict[str, Any]:
+        """ListOffsets for a consumer: -2 the log start (0: no retention), -1 the HW
+        (what a read_uncommitted consumer may read; there are no transactions, so
+        the last stable offset is the HW too). The log keeps no timestamps, so a
+        time finds no offset (-1, as Kafka answers for a time after every record).
+        From 2.1 (KIP-320, ListOffsets v4) the answer names the leader epoch of the
+        record before the offset, and the request is fenced by its current epoch."""
+        err = self._check_fencing(current_leader_epoch, "consumer")
+        if err:
+            self._take()
+            return {"error": err}
+        if self.role != "leader":
+            return {"error": "NOT_LEADER_OR_FOLLOWER"}
+        if timestamp == -2:
+            offset = 0
+        elif timestamp == -1:
+            offset = self.hw
+        else:
+            return {"error": None, "offset": -1, "leader_epoch": -1}
+        epoch = self.log.records[offset - 1].epoch if offset > 0 else self.leader_epoch
+        return {"error": None, "offset": offset,
+                "leader_epoch": epoch if self.features.leader_epochs else -1}
 
     def offsets_for_leader_epoch(self, epoch: int,
                                  current_leader_epoch: int | None) -> tuple[dict[str, Any],

@@ -29,6 +29,8 @@ from .broker_core import (
     ShutdownDone,
 )
 from .config import BrokerConfig
+from .kafka.apis import Changes, KafkaApis, kafka_listen_address
+from .kafka.listener import KafkaListener
 from .partition import Event, HaltBroker
 from .process import CLOSE_CONNECTION, common_args, load_cluster_config, now_ms, run_main
 from .storage import BrokerStore
@@ -68,11 +70,19 @@ class Broker:
         self._conns: dict[tuple[str, str], AsyncConnection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._shutdown: asyncio.Future | None = None
+        # The Kafka-protocol listener (own port: PROTOCOL.md) onto the same core.
+        self.changes = Changes()
+        self.kafka = KafkaApis(node, cluster["protocol"], list(cluster["brokers"]),
+                               cluster["topics"], self._request, self.changes,
+                               cluster.get("kafka_advertised"))
+        self.kafka_listener = KafkaListener(self.kafka.handle_frame)
         self.perform(self.core.start(now_ms()))
 
     # -- carrying out the core's effects -------------------------------------------------
 
     def perform(self, effects: list[BrokerEffect]) -> None:
+        if effects:
+            self.changes.notify()  # a long-polling Kafka Fetch looks again
         for eff in effects:
             if isinstance(eff, STORAGE_EFFECTS):
                 self.store.perform(eff)
@@ -165,6 +175,7 @@ async def amain(args: Any, stop: asyncio.Event) -> None:
     broker = Broker(args.id, args.advertise or args.listen, args.data_dir, args.controller,
                     cluster)
     await broker.admin.listener.start(args.listen)
+    await broker.kafka_listener.start(kafka_listen_address(args.listen))
     broker.halt = stop
     ticker = asyncio.create_task(broker.tick_loop())
     await stop.wait()
@@ -172,6 +183,7 @@ async def amain(args: Any, stop: asyncio.Event) -> None:
     # No request is taken from here on; what the shutdown logs after it (a halted
     # broker's flush and checkpoints) reaches the harness from the process's log.
     broker.admin.listener.close()
+    broker.kafka_listener.close()
     await broker.shutdown()
     if broker.exit_status:
         raise SystemExit(broker.exit_status)

@@ -204,3 +204,63 @@ def test_delayed_produce_survives_a_new_epoch_of_the_same_leader():
     assert [(r.rid, r.resp["error"]) for r in _of(out, Respond)] == [("p", None)], \
         "ISR {A}: the HW passes the record and the produce is answered ok"
     assert (a.partitions[KEY].role, a.partitions[KEY].leader_epoch) == ("leader", 1)
+
+
+def _answer(core: BrokerCore, msg: dict[str, Any], now: float = 1) -> dict[str, Any]:
+    (resp,) = _of(core.on_request("r", msg, now), Respond)
+    return resp.resp
+
+
+def test_init_producer_id_is_new_every_time_and_unique_per_broker_epoch():
+    """KIP-98, TransactionCoordinator.handleInitProducerId (0.11.0-3.7.0): a null
+    transactional id always gets a new producer id with epoch 0, whatever id it
+    names; ids are blocks of the broker epoch (unique in the cluster's life)."""
+    unregistered = _core("A")
+    assert _answer(unregistered, {"type": "init-producer-id"})["error"] == \
+        "COORDINATOR_NOT_AVAILABLE"
+    a, _ = _registered("A")
+    a.broker_epoch = 3
+    first = _answer(a, {"type": "init-producer-id", "transactional_id": None})
+    again = _answer(a, {"type": "init-producer-id", "producer_id": first["producer_id"],
+                        "producer_epoch": 0})
+    assert (first["error"], first["producer_epoch"], again["producer_epoch"]) == (None, 0, 0)
+    assert first["producer_id"] == 3 << 20 and again["producer_id"] == (3 << 20) + 1
+    b, _ = _registered("B")
+    b.broker_epoch = 4
+    assert _answer(b, {"type": "init-producer-id"})["producer_id"] == 4 << 20
+    assert _answer(a, {"type": "init-producer-id", "transactional_id": "tx"})["error"] == \
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+def test_list_offsets_answers_log_start_and_hw_with_the_epoch_fenced():
+    """ListOffsets: -2 the log start (0, no retention), -1 the HW (the last stable
+    offset without transactions), with the leader epoch of the record before it
+    (v4, KIP-320, 2.1); a stale current leader epoch is FENCED_LEADER_EPOCH and a
+    newer one UNKNOWN_LEADER_EPOCH; a follower answers NOT_LEADER_OR_FOLLOWER."""
+    a, _ = _registered("A")
+    b, _ = _registered("B")
+    _answer(a, {"type": "produce", "topic": "t", "partition": 0, "values": [5, 6], "acks": 1})
+    ask = {"type": "list-offsets", "topic": "t", "partition": 0}
+    assert _answer(a, {**ask, "timestamp": -2}) == {"error": None, "offset": 0,
+                                                    "leader_epoch": 0}
+    assert _answer(a, {**ask, "timestamp": -1})["offset"] == 0  # HW 0: B has not fetched
+    assert _answer(a, {**ask, "timestamp": 1_700_000_000_000})["offset"] == -1
+    assert _answer(a, {**ask, "timestamp": -1, "current_leader_epoch": 1})["error"] == \
+        "UNKNOWN_LEADER_EPOCH"
+    assert _answer(b, {**ask, "timestamp": -1})["error"] == "NOT_LEADER_OR_FOLLOWER"
+    a._apply_metadata(_metadata(epoch=1), 2)
+    assert _answer(a, {**ask, "timestamp": -1, "current_leader_epoch": 0})["error"] == \
+        "FENCED_LEADER_EPOCH"
+
+
+@pytest.mark.parametrize("protocol,fenced", [("2.0", False), ("2.1", True)])
+def test_a_consumer_fetch_is_fenced_by_its_leader_epoch_from_2_1(protocol: str,
+                                                                 fenced: bool) -> None:
+    """KIP-320 (2.1): a consumer's Fetch (v9+) names its current leader epoch; an
+    older one than the leader's is FENCED_LEADER_EPOCH. Before 2.1 nothing is
+    fenced."""
+    a, _ = _registered("A", protocol=protocol)
+    a._apply_metadata(_metadata(epoch=2), 2)
+    resp = _answer(a, {"type": "fetch", "topic": "t", "partition": 0, "offset": 0,
+                       "current_leader_epoch": 1})
+    assert resp["error"] == ("FENCED_LEADER_EPOCH" if fenced else None)

@@ -189,25 +189,27 @@ def test_port_out_of_range_is_rejected_at_parse_time(tmp_path: Path, port: str,
 @pytest.mark.parametrize("backend", ["docker", "local"])
 def test_port_range_past_65535(tmp_path: Path, backend: str) -> None:
     """Docker maps one host port per node from --port (3 nodes here: controller, A,
-    B); the local backend needs only --port itself. Checked before any engine is
+    B) and one per broker's Kafka listener; the local backend needs --port and
+    the next one on each node's address. Checked before any engine is
     asked, so no Docker is needed for the docker case."""
     args = ("kip279-unclean-divergence", "--protocol", "0.10", "--backend", backend,
             "--runs-dir", str(tmp_path))
     if backend == "docker":
         line = quick_usage_error(*args, "--port", "65534")
-        assert line == ("isrlab: the docker backend needs ports 65534..65536, outside "
-                        "1..65535; give --port 1..65533")
+        assert line == ("isrlab: the docker backend needs ports 65534..65538, outside "
+                        "1..65535; give --port 1..65531")
     else:
-        # 65535 itself is valid for the local backend: refused only if taken.
+        # 65534 (and its Kafka port 65535) is valid for the local backend: refused
+        # only if taken.
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind(("127.0.0.1", 65535))
+                s.bind(("127.0.0.1", 65534))
                 s.listen()
             except OSError:
                 pass  # held by someone else: "address in use" all the same
-            line = quick_usage_error(*args, "--port", "65535")
-        assert line.startswith("isrlab: address in use: 127.0.0.1:65535 (needed by controller)")
+            line = quick_usage_error(*args, "--port", "65534")
+        assert line.startswith("isrlab: address in use: 127.0.0.1:65534 (needed by controller)")
     assert not any(tmp_path.glob("*/run.json"))
 
 

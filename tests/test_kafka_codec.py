@@ -680,6 +680,11 @@ def test_release_table_within_codec_and_monotonic():
         assert MAX_VERSIONS[k] == max(r[k][1] for r in versions.RELEASES.values() if k in r)
 
 
+def test_release_table_has_every_modelled_release():
+    from broker.protocol import VERSIONS
+    assert versions.LINES == VERSIONS
+
+
 def test_release_table_facts():
     r = versions.RELEASES
     assert 22 not in r["0.10"] and 23 not in r["0.10"]

@@ -102,12 +102,13 @@ def test_ports_outside_1_to_65535_are_config_errors(tmp_path: Path, name: str) -
     for port in (0, 70000):
         with pytest.raises(UsageError, match="outside 1..65535"):
             make_backend(name, SPEC, tmp_path / f"{name}-{port}", port=port)
-    # The docker backend needs one port per node: controller, A, B.
-    needs = {"local": 65535, "docker": 65533}[name]
+    # The local backend needs two (each node's, a broker's Kafka listener on the
+    # next); the docker backend one per node (controller, A, B) and one per broker.
+    needs = {"local": 65534, "docker": 65531}[name]
     assert make_backend(name, SPEC, tmp_path / name, port=needs).port == needs
     if name == "docker":
-        with pytest.raises(UsageError, match=r"ports 65534\.\.65536, outside 1\.\.65535; "
-                                             r"give --port 1\.\.65533"):
+        with pytest.raises(UsageError, match=r"ports 65534\.\.65538, outside 1\.\.65535; "
+                                             r"give --port 1\.\.65531"):
             make_backend(name, SPEC, tmp_path / "docker-high", port=65534)
 
 

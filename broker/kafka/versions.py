@@ -32,6 +32,8 @@ Sources (apache/kafka mirror unless noted):
 
 from __future__ import annotations
 
+from ..protocol import canonical
+
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
 HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, API_VERSIONS = 12, 13, 14, 18
@@ -68,7 +70,6 @@ _ROWS: dict[str, tuple[int, tuple[_R, ...]]] = {
 }
 
 LINES: tuple[str, ...] = tuple(_ROWS)
-LATEST = "4.1"
 
 RELEASES: dict[str, dict[int, tuple[int, int]]] = {
     line: {k: r for k, r in zip(_COLS, row, strict=True) if r is not None}
@@ -82,13 +83,13 @@ REJECTED_BELOW: dict[str, dict[int, int]] = {"4.0": {PRODUCE: 3}, "4.1": {PRODUC
 
 
 def api_versions(line: str) -> dict[int, tuple[int, int]]:
-    """The (min, max) per api key a broker of `line` ("latest" = LATEST) offers."""
-    return RELEASES[LATEST if line == "latest" else line]
+    """The (min, max) per api key a broker of `line` (or its alias) offers."""
+    return RELEASES[canonical(line)]
 
 
 def accepts(line: str, api_key: int, version: int) -> bool:
     """Whether a broker of `line` would serve this request version (not just list it)."""
-    line = LATEST if line == "latest" else line
+    line = canonical(line)
     rng = RELEASES[line].get(api_key)
     if rng is None or not rng[0] <= version <= rng[1]:
         return False

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker.kafka.apis import kafka_listen_address
 from contract import CONTROLLER
 from harness.backends import admin
 from harness.backends.artefacts import Artefacts
@@ -56,8 +57,19 @@ class Backend(Nodes, Artefacts):
 
     def write_process_config(self, path: Path) -> Path:
         addresses = {b: self.listen_address(b) for b in self.spec.brokers}
-        path.write_text(json.dumps(self.spec.process_config(addresses), indent=2) + "\n")
+        kafka = {b: self.kafka_address(b) for b in self.spec.brokers}
+        path.write_text(json.dumps(self.spec.process_config(addresses, kafka), indent=2)
+                        + "\n")
         return path
+
+    def kafka_address(self, broker: str) -> str:
+        """Where a Kafka client on this machine reaches `broker`'s Kafka listener: its
+        address's port + 1 (broker/PROTOCOL.md), unless the backend maps ports."""
+        return kafka_listen_address(self.address(broker))
+
+    def kafka_bootstrap(self) -> str:
+        """Every broker's Kafka address, comma-separated (bootstrap.servers)."""
+        return ",".join(self.kafka_address(b) for b in self.spec.brokers)
 
     def run_meta(self) -> dict[str, Any]:
         """run.json fields this backend's runs add (the sim backend: its network)."""
@@ -74,7 +86,8 @@ class Backend(Nodes, Artefacts):
     def check_addresses(self) -> None:
         """Raise UsageError (exit 2) if any address a node needs on this host is
         taken; call before starting."""
-        check_free({n: self.address(n) for n in self.nodes})
+        check_free([(n, self.address(n)) for n in self.nodes]
+                   + [(b, self.kafka_address(b)) for b in self.brokers])
 
     # -- what `net` asks of a backend ------------------------------------------
 

@@ -42,6 +42,7 @@ import docker.errors
 import docker.models.containers
 import requests.exceptions
 
+from broker.wire import parse_addr
 from contract import CONTROLLER, LOGS
 from harness.backends.artefacts import Salvage
 from harness.backends.base import Backend
@@ -116,8 +117,9 @@ class DockerBackend(Backend):
         progress: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(spec, run_dir)
-        # One host port per node: the controller on `port`, broker i on port + 1 + i.
-        check_port_range(self.name, port, len(self.nodes))
+        # One host port per node: the controller on `port`, broker i on port + 1 + i;
+        # then broker i's Kafka listener on port + nodes + i.
+        check_port_range(self.name, port, len(self.nodes) + len(self.brokers))
         self.port = port
         self.image = image
         self.base_image = base_image
@@ -156,6 +158,11 @@ class DockerBackend(Backend):
 
     def address(self, node: str) -> str:
         return f"127.0.0.1:{self.host_port(node)}"
+
+    def kafka_address(self, broker: str) -> str:
+        """The host port published for the broker's Kafka listener (its container
+        port NODE_PORT + 1), advertised to Kafka clients in Metadata."""
+        return f"127.0.0.1:{self.port + len(self.nodes) + self.spec.brokers.index(broker)}"
 
     def listen_address(self, node: str) -> str:
         return f"{self.alias(node)}:{NODE_PORT}"
@@ -226,7 +233,9 @@ class DockerBackend(Backend):
                 networking_config={
                     net.name: client.api.create_endpoint_config(aliases=[self.alias(node)])
                 },
-                ports={f"{NODE_PORT}/tcp": ("127.0.0.1", host_port)},
+                ports={f"{NODE_PORT}/tcp": ("127.0.0.1", host_port),
+                       **({} if node == CONTROLLER else {
+                           f"{NODE_PORT + 1}/tcp": parse_addr(self.kafka_address(node))})},
                 volumes={volume: {"bind": DATA_DIR, "mode": "rw"}},
                 cap_add=["NET_ADMIN"],  # iptables partitions inside the container
                 stop_signal="SIGTERM",

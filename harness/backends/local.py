@@ -75,7 +75,9 @@ class LocalBackend(Backend):
         stop_timeout: float = 15.0,
     ) -> None:
         super().__init__(spec, run_dir)
-        check_port_range(self.name, port, 1)  # every node listens on the same port
+        # Every node listens on the same port, and a broker's Kafka listener on the
+        # next one (broker/PROTOCOL.md).
+        check_port_range(self.name, port, 2)
         self.port = port
         self.host_prefix = host_prefix
         self.modules = {CONTROLLER: "broker.controller", "broker": "broker.server"}
@@ -155,8 +157,10 @@ class LocalBackend(Backend):
         if exited:
             self._reap(node)  # its exit status and log handle
         addr = self.address(node)
-        if not address_free(addr):
-            raise address_in_use(addr, node)
+        kafka = [] if node == CONTROLLER else [self.kafka_address(node)]
+        busy = [a for a in (addr, *kafka) if not address_free(a)]
+        if busy:
+            raise address_in_use(busy[0], node)
         self.data_dir(node).mkdir(parents=True, exist_ok=True)
         log_path = self.log_path(node)
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -42,9 +42,9 @@ def address_in_use(addr: str, node: str) -> UsageError:
                       f"{holder or 'try another --port'}")
 
 
-def check_free(addresses: dict[str, str]) -> None:
-    """Raise the "address in use" UsageError for the first node (of node -> address)
-    whose address is taken."""
-    for node, addr in addresses.items():
+def check_free(addresses: list[tuple[str, str]]) -> None:
+    """Raise the "address in use" UsageError for the first (node, address) whose
+    address is taken."""
+    for node, addr in addresses:
         if not address_free(addr):
             raise address_in_use(addr, node)

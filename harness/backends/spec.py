@@ -34,12 +34,17 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         check_release_configs(self.protocol, self.broker_config, self.controller_config)
 
-    def process_config(self, addresses: dict[str, str]) -> dict[str, Any]:
-        """The JSON document shared by the controller and every broker (PROTOCOL.md)."""
-        return {
+    def process_config(self, addresses: dict[str, str],
+                       kafka_advertised: dict[str, str] | None = None) -> dict[str, Any]:
+        """The JSON document shared by the controller and every broker (PROTOCOL.md);
+        `kafka_advertised`: where Kafka clients reach each broker's Kafka listener."""
+        cfg = {
             "protocol": self.protocol,
             "brokers": {b: addresses[b] for b in self.brokers},
             "topics": self.topics,
             "broker": self.broker_config,
             "controller": self.controller_config,
         }
+        if kafka_advertised:
+            cfg["kafka_advertised"] = {b: kafka_advertised[b] for b in self.brokers}
+        return cfg

@@ -37,6 +37,8 @@ T = TypeVar("T")
 RUNS_INDEX = "runs.html"  # the checker's per-run index page of the batch
 OK_MARK = "✓"
 DOCKER_PORT_STRIDE = 16  # host ports per docker run: one per node, and room to spare
+# Ports per local run: every node's, and a broker's Kafka listener on the next one.
+LOCAL_PORT_STRIDE = 2
 
 
 def expect_line(scenario: Scenario) -> str:
@@ -107,7 +109,7 @@ def slot_options(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
     """Each job slot's backend options (slot k runs on --port + k * the backend's
     stride), checked: a --jobs or --hosts that cannot work is UsageError, exit 2.
     Called before the batch's directory is made, so a refused matrix leaves nothing."""
-    stride = DOCKER_PORT_STRIDE if args.backend == "docker" else 1
+    stride = {"docker": DOCKER_PORT_STRIDE, "local": LOCAL_PORT_STRIDE}.get(args.backend, 1)
     jobs = getattr(args, "jobs", 1)
     if args.backend == "ssh" and jobs > 1:
         raise UsageError("--jobs > 1 needs ports of its own per run; the ssh backend takes "

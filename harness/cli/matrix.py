@@ -60,7 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     flags.add_seed_flag(m, "run i of a cell uses seed S+i")
     flags.add_runs_dir_flag(m)
     flags.add_port_flag(m, "the first run's port; with --jobs, job slot k uses PORT + "
-                     f"k (local) or PORT + {cellrun.DOCKER_PORT_STRIDE}k (docker)")
+                     f"{cellrun.LOCAL_PORT_STRIDE}k (local) or PORT + "
+                     f"{cellrun.DOCKER_PORT_STRIDE}k (docker)")
     m.add_argument("--jobs", type=flags.typed(flags.positive_int), default=1,
                    metavar="N", help="runs at a time (default 1): each run mostly waits on "
                                      "its brokers' timers, so a few fit on one machine")
