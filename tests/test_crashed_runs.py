@@ -59,7 +59,7 @@ def sigkilled_reproduce(tmp_path: Path, backend: str) -> tuple[Path, list[int]]:
     acknowledged writes; returns the run directory and the pids of the processes
     the harness had started (its cluster, on the local backend)."""
     runs = tmp_path / "runs"
-    port = free_port() if backend == "local" else free_base_port(len(BROKERS) + 1)
+    port = free_port() if backend == "local" else free_base_port(2 * len(BROKERS) + 1)
     err = tmp_path / "reproduce.err"
     with open(err, "w") as err_file:
         proc = subprocess.Popen(

@@ -44,7 +44,7 @@ def backend(client, tmp_path: Path):
     from harness.backends.docker import DockerBackend
 
     run_dir = tmp_path / f"run-{os.getpid()}-{time.monotonic_ns()}"
-    b = DockerBackend(SPEC, run_dir, port=free_base_port(4), quiet=True)
+    b = DockerBackend(SPEC, run_dir, port=free_base_port(7), quiet=True)
     yield b
     b.teardown()
     assert docker_leftovers(client, b.run_id) == []
@@ -225,7 +225,7 @@ def test_taken_port_is_a_config_error_and_nothing_is_created(client, tmp_path: P
 def test_network_clash_is_a_config_error(client, tmp_path: Path):
     from harness.backends.docker import DockerBackend
 
-    b = DockerBackend(SPEC, tmp_path / "run-net-clash", port=free_base_port(4), quiet=True)
+    b = DockerBackend(SPEC, tmp_path / "run-net-clash", port=free_base_port(7), quiet=True)
     squatter = client.networks.create(b.prefix, labels={"isrlab.test": "squatter"})
     try:
         b.check_addresses()

@@ -80,7 +80,7 @@ def _sigkilled_run(tmp_path: Path) -> str:
     """The run id of a cluster whose harness process was SIGKILLed: its containers
     keep running, nothing tore them down."""
     run_dir = tmp_path / f"{TAG}-orphan"
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(run_dir), str(free_base_port(2))],
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(run_dir), str(free_base_port(3))],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT)
     try:
         assert proc.stdout is not None
@@ -100,7 +100,7 @@ def test_clean_keeps_a_live_run_and_removes_orphans(client, tmp_path: Path) -> N
     from harness.backends.docker import DockerBackend
 
     host = socket.gethostname()
-    live = DockerBackend(SPEC, tmp_path / f"{TAG}-live", port=free_base_port(2), quiet=True)
+    live = DockerBackend(SPEC, tmp_path / f"{TAG}-live", port=free_base_port(3), quiet=True)
     made: list[str] = [live.run_id]
     extra = []
     try:

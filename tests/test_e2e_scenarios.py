@@ -16,6 +16,7 @@ exist in (its file's `reachable`) is not run: it is asserted refused instead
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -62,13 +63,14 @@ ROWS: dict[str, Scenario] = {row.run_name: row for s in list_scenarios()
 
 
 def expected(name: str, protocol: str) -> set[str]:
-    """The anomaly kinds the row's file expects under `protocol`."""
-    return set(ROWS[name].expect_for(protocol))
+    """The anomaly kinds the row's file expects under `protocol` (NAME@CLIENT: the
+    row's, whatever the client)."""
+    return set(ROWS[name.split("@")[0]].expect_for(protocol))
 
 
 def reachable(name: str, protocol: str) -> bool:
     """Whether the row's path exists under `protocol` (its file's `reachable`)."""
-    return ROWS[name].reachable_at(protocol)
+    return ROWS[name.split("@")[0]].reachable_at(protocol)
 
 
 def _same_in_every_version(name: str) -> bool:
@@ -103,16 +105,32 @@ SCRIPTED = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
             "unclean-election-loss-unclean-on", "min-isr-prevents-loss",
             "acks1-failover-loss-acks-1", "acks1-failover-loss-acks-all"]
 SCRIPTED_CASES = [(n, p) for n in SCRIPTED for p in LOCAL_PROTOCOLS if reachable(n, p)]
+# The KIP scenarios driven by real Kafka clients over the brokers' Kafka listeners
+# (workload `client`): the same verdicts as isrlab's own workload, on both backends.
+# Rows are NAME@CLIENT.
+CLIENTS = ["confluent-kafka", "kafka-python"]
+CLIENT_ROWS = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
+               "kip279-unclean-divergence"]
+CLIENT_PROTOCOLS = ["0.10", "latest"]
+CLIENT_CASES = [("local", f"{n}@{c}", p) for n in CLIENT_ROWS for c in CLIENTS
+                for p in CLIENT_PROTOCOLS] + [
+    ("docker", f"kip101-hw-truncation-loss@{c}", p) for c in CLIENTS for p in CLIENT_PROTOCOLS]
+CASES += CLIENT_CASES
 ISOLATED = TESTS / "data" / "leader-isolated.yaml"
 ISOLATED_PROTOCOLS = ["0.10", "latest"]
 
 
 def _load_row(name: str) -> Scenario:
-    """A fresh copy of a shipped row (each run gets its own), or of the scenario
-    file at the path `name` (ISOLATED)."""
+    """A fresh copy of a shipped row (each run gets its own; NAME@CLIENT: its
+    workload on that real client), or of the scenario file at the path `name`
+    (ISOLATED)."""
+    name, _, client = name.partition("@")
     if name not in ROWS:
         return load_scenario(Path(name))
-    return load_scenario(ROWS[name].path, ROWS[name].variant)
+    row = load_scenario(ROWS[name].path, ROWS[name].variant)
+    if client:
+        row = dataclasses.replace(row, workload={**row.workload, "client": client})
+    return row
 
 
 _ports_taken: set[int] = set()
@@ -122,9 +140,11 @@ _ports_lock = threading.Lock()
 def _options(backend: str) -> dict:
     with _ports_lock:  # runs go in parallel: never hand out one port twice
         while True:
-            port = free_base_port(4) if backend == "docker" else free_port()
-            ports = set(range(port, port + 4)) if backend == "docker" else {port}
-            if not ports & _ports_taken:  # a docker run's 4 host ports, all of them
+            # Docker: a host port per node and per broker's Kafka listener (3 brokers:
+            # 7); local: each node's port and the Kafka listener's next to it.
+            port = free_base_port(8) if backend == "docker" else free_port()
+            ports = set(range(port, port + (8 if backend == "docker" else 2)))
+            if not ports & _ports_taken:  # a run's ports, all of them
                 _ports_taken.update(ports)
                 break
     if backend == "docker":
@@ -347,7 +367,7 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
                                 "steps:\n", 1))
     r = subprocess.run(
         [sys.executable, "-m", "harness.cli", "matrix", "--scenario", "hw-lags-one-fetch",
-         "--scenario", str(failing), "--protocol", "0.10", "--port", str(free_base_port(2)),
+         "--scenario", str(failing), "--protocol", "0.10", "--port", str(free_base_port(4)),
          "--jobs", "2", "--runs-dir", str(tmp_path / "runs")],
         capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 1, (r.stdout, r.stderr)

@@ -45,6 +45,9 @@ class Consumer:
         self.max_records = max_records
         self.position = 0
 
+    def close(self) -> None:
+        """Nothing of its own to close: its connections are the runtime's pool."""
+
     def poll(self) -> dict[str, Any]:
         inv = self.history.invoke(self.process, "poll", None, topic=self.topic,
                                   partition=self.partition, offset=self.position)
@@ -81,10 +84,10 @@ class Consumer:
 class ConsumerThread:
     """Polls in the background until stopped (workload `consumers: N`)."""
 
-    def __init__(self, consumer: Consumer, interval: float = 0.05) -> None:
-        self.consumer = consumer
+    def __init__(self, consumer: Any, interval: float = 0.05, rt: Runtime | None = None) -> None:
+        self.consumer = consumer  # a Consumer, or a real client's (workloads.client_ops)
         self.interval = interval
-        self._rt = consumer.client.rt
+        self._rt = rt if rt is not None else consumer.client.rt
         self._stop_event = self._rt.flag()
         self._task: Task | None = None
 

@@ -28,9 +28,11 @@ import random
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from contract.rundir import RunWriteError
 from workloads.client import ClusterClient
+from workloads.client_ops import KafkaClients
 from workloads.consumer import Consumer, ConsumerThread
 from workloads.generator import Gen, Timed, cycle, once, phases, sleep_around
 from workloads.history import OK, History
@@ -77,7 +79,7 @@ class ContinuousWorkload:
                  rate: float, seed: int, acks: int | str = "all", timeout_ms: int = 5000,
                  retry_ms: int = 10000, poll_interval: float = 0.05, batch: int = 1,
                  linger: float = 0.005, max_records: int = 100,
-                 stream: Gen | None = None) -> None:
+                 stream: Gen | None = None, clients: KafkaClients | None = None) -> None:
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
         self.batch = batch
@@ -93,17 +95,24 @@ class ContinuousWorkload:
         gen = stream if stream is not None else sends(partitions, rate)
         self._stream: Iterator[Timed] = gen(random.Random(seed), 0.0)
         self._t0 = 0.0
-        self._producers = [
+        # `clients`: a real Kafka client's producers and consumers instead of the
+        # builtin ones (workloads.client_ops), writing the same ops.
+        self._producers: list[Any] = [
+            clients.producer(history, PRODUCER_BASE + i, acks=acks, timeout_ms=timeout_ms,
+                             retry_ms=retry_ms) if clients is not None else
             Producer(client, history, PRODUCER_BASE + i, acks=acks, timeout_ms=timeout_ms,
                      retry_ms=retry_ms)
             for i in range(producers)
         ]
         self._threads: list[Task] = []
         self._consumers = [
-            ConsumerThread(Consumer(client, history, CONSUMER_BASE + i,
-                                    *partitions[i % len(partitions)],
-                                    max_records=max_records, cache_leader=True),
-                           poll_interval)
+            ConsumerThread(clients.consumer(history, CONSUMER_BASE + i,
+                                            *partitions[i % len(partitions)],
+                                            max_records=max_records) if clients is not None
+                           else Consumer(client, history, CONSUMER_BASE + i,
+                                         *partitions[i % len(partitions)],
+                                         max_records=max_records, cache_leader=True),
+                           poll_interval, rt=self._rt)
             for i in range(consumers)
         ]
 
@@ -188,3 +197,8 @@ class ContinuousWorkload:
             t.join(max(0.0, deadline - self._rt.monotonic()))
         for c in self._consumers:
             c.stop()
+        # A real client's threads and sockets end with the workload.
+        for p in self._producers:
+            p.close()
+        for c in self._consumers:
+            c.consumer.close()

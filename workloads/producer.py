@@ -68,6 +68,9 @@ class Producer:
         self.retry_ms = retry_ms
         self.leaders = Leaders(client)
 
+    def close(self) -> None:
+        """Nothing of its own to close: its connections are the runtime's pool."""
+
     def send(
         self,
         topic: str,

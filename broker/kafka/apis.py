@@ -300,7 +300,7 @@ class KafkaApis:
                                p: dict[str, Any]) -> dict[str, Any]:
         topic, index = self._topic_of(t), p["partition"]
         base = {"partition_index": index, "high_watermark": -1, "last_stable_offset": -1,
-                "log_start_offset": -1, "records": None}
+                "log_start_offset": -1, "records": b""}
         if topic is None or topic not in self.topics:
             return {**base, "error_code": code("UNKNOWN_TOPIC_OR_PARTITION")}
         msg: dict[str, Any] = {"type": "fetch", "topic": topic, "partition": index,
@@ -314,7 +314,7 @@ class KafkaApis:
             return {**base, "error_code": code(err)}
         hw = resp["hw"]
         recs = resp.get("records", [])
-        blob = log_batches(recs, 2 if version >= 4 else 1) if recs else None
+        blob = log_batches(recs, 2 if version >= 4 else 1) if recs else b""
         return {**base, "error_code": 0, "high_watermark": hw, "last_stable_offset": hw,
                 "log_start_offset": 0, "records": blob}
 

@@ -106,6 +106,9 @@ class ChaosConfig:
     timeout_ms: int = 5000
     retry_ms: int = 10000
     poll_interval: float = 0.05  # seconds between a background consumer's polls
+    # A real Kafka client for the workload (workloads.client_ops), and its settings.
+    client: str | None = None
+    client_config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_release_configs(self.protocol, self.broker_config, self.controller_config)
@@ -156,6 +159,9 @@ def chaos_run(cfg: ChaosConfig, seed: int, ops: list[dict[str, Any]] | None = No
     }
     if cfg.poll_interval != ChaosConfig.poll_interval:
         workload["poll_interval"] = cfg.poll_interval
+    if cfg.client:
+        workload["client"] = cfg.client
+        workload["config"] = dict(cfg.client_config)
     faults = ",".join(str(f) for f in cfg.faults)
     scenario = Scenario(
         name=CHAOS,

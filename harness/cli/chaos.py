@@ -19,7 +19,7 @@ from typing import Any
 from checker.verdict import VALID
 from harness.chaos.runs import CHAOS, ChaosConfig, chaos_run, parse_sets
 from harness.cli import checks, flags
-from harness.errors import HarnessError, Interrupted
+from harness.errors import HarnessError, Interrupted, UsageError
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from reports.render import INDEX, render_index
 
@@ -46,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     flags.add_runs_flag(c)
     flags.add_seed_flag(c, "run i (from 0) uses seed S+i")
     flags.add_chaos_flags(c, drawn=False)
+    flags.add_client_flags(c)
     flags.add_runs_dir_flag(c)
     flags.add_port_flag(c)
     flags.add_hosts_flag(c)
@@ -100,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
                       consumers=args.partitions, rate=args.rate, batch=args.batch,
                       linger=args.linger, interval=args.interval,
                       duration=args.duration, quiet=args.quiet_period,
-                      overlap=args.overlap, gap=args.gap)
+                      overlap=args.overlap, gap=args.gap, client=args.client,
+                      client_config=dict(args.client_config))
+    if args.client_config and not args.client:
+        raise UsageError("--client-config sets a client's settings: give --client too")
     cfg.broker_names()  # refuses a bad --brokers before anything starts
     checks.require_master(args.master)  # not after every run has finished
     seed = args.seed

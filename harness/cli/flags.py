@@ -5,6 +5,7 @@ values into one-line errors."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import textwrap
@@ -22,7 +23,9 @@ from harness.chaos.runs import parse_sets
 from harness.duration import parse_duration
 from harness.errors import UsageError
 from harness.progress import Progress
+from harness.scenario.loader import Scenario
 from nemesis.schedule import FAULT_NAMES, FaultSpecError, parse_faults
+from workloads.kafka_clients import CLIENTS
 
 if TYPE_CHECKING:
     pass
@@ -347,3 +350,43 @@ def add_chaos_flags(p: argparse.ArgumentParser, *, drawn: bool) -> None:
 def acks_of(args: argparse.Namespace) -> int | str | None:
     """--acks as the workload's value; None when not given (a swarm draws it)."""
     return ACKS[args.acks] if args.acks is not None else None
+
+
+def client_config_item(text: str) -> tuple[str, Any]:
+    """--client-config KEY=VALUE: an integer, true/false, or else the string."""
+    key, eq, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not eq or not key:
+        raise ValueError(f"{text!r}: give KEY=VALUE, e.g. enable.idempotence=true")
+    if raw.lower() in ("true", "false"):
+        return key, raw.lower() == "true"
+    try:
+        return key, int(raw)
+    except ValueError:
+        return key, raw
+
+
+def add_client_flags(p: argparse.ArgumentParser) -> None:
+    """--client and --client-config: the workload on a real Kafka client."""
+    p.add_argument("--client", choices=CLIENTS, default=None,
+                   help="drive the workload with this real Kafka client over the brokers' "
+                        "Kafka listeners (default: isrlab's own, or the scenario's)")
+    p.add_argument("--client-config", dest="client_config", action="append", default=[],
+                   type=typed(client_config_item), metavar="KEY=VALUE",
+                   help="a setting of that client, by its own name, e.g. "
+                        "enable.idempotence=true (repeatable)")
+
+
+def with_client(args: argparse.Namespace, scenario: Scenario) -> Scenario:
+    """The scenario with --client / --client-config applied to its workload."""
+    client = getattr(args, "client", None)
+    config = dict(getattr(args, "client_config", None) or [])
+    if config and not client and not scenario.workload.get("client"):
+        raise UsageError("--client-config sets a client's settings: give --client too")
+    if not client and not config:
+        return scenario
+    workload = {**scenario.workload, "config": {**scenario.workload.get("config", {}),
+                                               **config}}
+    if client:
+        workload["client"] = client
+    return dataclasses.replace(scenario, workload=workload)

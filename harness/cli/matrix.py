@@ -67,13 +67,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                      "its brokers' timers, so a few fit on one machine")
     flags.add_hosts_flag(m)
     flags.add_no_server_flag(m)
+    flags.add_client_flags(m)
     flags.add_output_flags(verbose=True, p=m)
     return m
 
 
 def run(args: argparse.Namespace) -> int:
     names = args.scenario or [s.name for s in list_scenarios()]
-    scenarios = [load_scenario(find_scenario(n)) for n in names]  # bad input: exit 2 first
+    # bad input: exit 2 first
+    scenarios = [flags.with_client(args, load_scenario(find_scenario(n))) for n in names]
     rows = [v for s in scenarios for v in all_variants(s)]
     protocols = list(dict.fromkeys(args.protocol or VERSIONS))
     checks.require_master()  # ISRLAB_SPARK_MASTER: before any cell runs

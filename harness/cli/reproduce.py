@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     flags.add_base_image_flag(r, "docker: build the broker image on this base (e.g. "
                            "python:3.11-slim) instead of the debootstrapped one")
     flags.add_network_flags(r)
+    flags.add_client_flags(r)
     flags.add_output_flags(verbose=True, p=r)
     flags.add_runs_flag(r, "run it N times, check them in one batch, print k/N reproduced")
     g = r.add_mutually_exclusive_group()
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     checks.require_master()  # ISRLAB_SPARK_MASTER: before any cluster starts
     if args.all_variants:
         return reproduce_variants(args)
-    scenario = load_scenario(find_scenario(args.scenario), args.variant)
+    scenario = flags.with_client(args, load_scenario(find_scenario(args.scenario),
+                                                     args.variant))
     # A version the path does not exist in: exit 2 before anything is started or
     # written (no cluster, no run directory), naming the scenario, version and why.
     scenario.require_reachable(args.protocol)
@@ -225,7 +227,7 @@ def reproduce_runs(args: argparse.Namespace, scenario: Scenario) -> int:
 def reproduce_variants(args: argparse.Namespace) -> int:
     """The scenario's variants (all, or the one chosen) under one version, N runs
     each, checked in one batch; one verdict line per run."""
-    base = load_scenario(find_scenario(args.scenario), args.variant)
+    base = flags.with_client(args, load_scenario(find_scenario(args.scenario), args.variant))
     rows = all_variants(base) if args.all_variants else [base]
     if not any(r.reachable_at(args.protocol) for r in rows):
         rows[0].require_reachable(args.protocol)  # nothing to run: exit 2, the reason

@@ -22,6 +22,7 @@ from harness.scenario.steps import TIMED_FAULTS, Step
 from nemesis.faults import Nemesis
 from nemesis.schedule import grudge_for
 from workloads.client import ClusterClient
+from workloads.client_ops import ClientConsumer, ClientProducer, KafkaClients
 from workloads.consumer import Consumer, FinalReadError, final_read
 from workloads.continuous import ContinuousWorkload
 from workloads.generator import Gen, cycle, once, phases, sleep
@@ -51,8 +52,8 @@ class StepContext:
     history: History
     nemesis: Nemesis
     observer: Observer
-    producer: Producer
-    consumer: Consumer
+    producer: Producer | ClientProducer
+    consumer: Consumer | ClientConsumer
     values: Values
     progress: Progress
     labels: dict[str, list[int]] = field(default_factory=dict)
@@ -64,6 +65,8 @@ class StepContext:
     # For `load` steps: the cluster client, the workload's settings, the run's seed.
     client: ClusterClient | None = None
     workload: dict[str, Any] = field(default_factory=dict)
+    # The workload's real Kafka client (None: the builtin one), for `load` steps too.
+    clients: KafkaClients | None = None
     seed: int = 0
     load: ContinuousWorkload | None = None  # the producers a `load` step started
     # Timed faults' scheduled undos (pause for: a resume), not yet done, each with
@@ -93,6 +96,9 @@ class StepContext:
         if self.load is not None:
             self.load.stop()
             self.load = None
+        for c in (self.producer, self.consumer):
+            if c is not None:
+                c.close()
 
 
 def bursts(partitions: list[tuple[str, int]], size: int, every: float) -> Gen:
@@ -227,7 +233,8 @@ class StepRunner:
             timeout_ms=w.get("timeout_ms", 5000), retry_ms=w.get("retry_ms", 10000),
             # A burst goes as one produce request, appended at once (a full batch).
             batch=burst or 1, linger=0.005,
-            stream=bursts(parts, burst, a["every"]) if burst else None)
+            stream=bursts(parts, burst, a["every"]) if burst else None,
+            clients=ctx.clients)
         ctx.load.start()
 
     def _sleep(self, step: Step, started: int) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import COMPLETE, CONTROLLER, INCOMPLETE, RUN_JSON, RUNNING
+from contract import COMPLETE, CONTROLLER, INCOMPLETE, LOGS, RUN_JSON, RUNNING
 from contract.rundir import RunDirWriter, RunWriteError, RunWrites, new_run_id, utc_now
 from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
@@ -44,6 +44,7 @@ from harness.scenario.loader import Scenario, workload_partitions
 from harness.scenario.steps import Step
 from nemesis.faults import FaultWindow, Nemesis
 from workloads.client import ClusterClient
+from workloads.client_ops import KafkaClients
 from workloads.consumer import Consumer
 from workloads.continuous import ContinuousWorkload
 from workloads.history import History
@@ -78,6 +79,15 @@ class RunRecord:
     elapsed: float
 
 
+def kafka_clients(workload: dict[str, Any], backend: Any, run_dir: Path) -> KafkaClients | None:
+    """The workload's real Kafka client (None: the builtin one), on the cluster's
+    Kafka listeners, logging to the run's logs/clients.log."""
+    if not workload.get("client"):
+        return None
+    return KafkaClients(workload["client"], backend.kafka_bootstrap(),
+                        workload.get("config"), log=run_dir / LOGS / "clients.log")
+
+
 def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> RunRecord:
     """Run one scenario. A run that cannot complete (including Ctrl-C, a write of
     its directory that fails) is returned with `error` set and its run directory
@@ -92,6 +102,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     options = dict(opts.backend_options)
     if backend_class(opts.backend).deterministic:
         options["seed"] = seed
+    if scenario.workload.get("client") and backend_class(opts.backend).deterministic:
+        raise UsageError(f"workload client {scenario.workload['client']}: a real Kafka client "
+                         f"needs real brokers; run it on the local, docker or ssh backend")
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **options)
     steps = scenario.steps_for(opts.protocol)
     backend.expect({s.kind for s in steps})
@@ -146,6 +159,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                                         if backend.is_reachable(n)}, rt=backend.rt)
         w = scenario.workload
         values = Values()
+        clients = kafka_clients(w, backend, run.path)
         if w["consumers"] or w["producers"]:
             background = ContinuousWorkload(
                 client, history, values, partitions=workload_partitions(w, spec.topics),
@@ -153,7 +167,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                 seed=w.get("seed", seed), acks=w["acks"], timeout_ms=w["timeout_ms"],
                 retry_ms=w["retry_ms"], batch=w.get("batch", 1), linger=w.get("linger", 0.005),
                 max_records=w.get("max_records", 100),
-                poll_interval=w.get("poll_interval", 0.05))
+                poll_interval=w.get("poll_interval", 0.05), clients=clients)
             background.start()
         if opts.status_every is not None:
             ticker = StatusTicker(progress, opts.status_every, opts.status_prefix,
@@ -162,8 +176,12 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         ctx = StepContext(
             backend=backend, history=history, nemesis=nemesis, observer=observer,
             producer=Producer(client, history, 0, acks=w["acks"], timeout_ms=w["timeout_ms"],
-                              retry_ms=w["retry_ms"]),
-            consumer=Consumer(client, history, 1, w["topic"], w["partition"]),
+                              retry_ms=w["retry_ms"]) if clients is None else
+            clients.producer(history, 0, acks=w["acks"], timeout_ms=w["timeout_ms"],
+                             retry_ms=w["retry_ms"]),
+            consumer=Consumer(client, history, 1, w["topic"], w["partition"])
+            if clients is None else clients.consumer(history, 1, w["topic"], w["partition"]),
+            clients=clients,
             values=values, progress=progress, labels=labels, background=background,
             client=client, workload=w, seed=seed, rt=rt,
         )

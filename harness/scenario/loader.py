@@ -22,6 +22,7 @@ from harness.errors import UsageError
 from harness.scenario.steps import COMPARISONS, Step, parse_steps
 from harness.validate import Validator, check_topic_partition, in_range
 from harness.yamlloc import LocMap, load
+from workloads.kafka_clients import CLIENTS
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "catalogue"
 
@@ -364,8 +365,8 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
     if raw is None:
         m.line, m.key_lines = doc.line, {}
     v.keys(m, ("acks", "timeout_ms", "retry_ms", "topic", "partition", "consumers",
-               "producers", "rate", "partitions", "seed", "batch", "linger", "poll_interval"),
-           "workload")
+               "producers", "rate", "partitions", "seed", "batch", "linger", "poll_interval",
+               "client", "config"), "workload")
     w = {
         "acks": v.acks(m.get("acks", "all"), m.line_of("acks")),
         "timeout_ms": v.integer(m.get("timeout_ms", 5000), m.line_of("timeout_ms"),
@@ -389,6 +390,22 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
     if "poll_interval" in m:  # background consumers: seconds between polls (default 0.05)
         w["poll_interval"] = v.seconds(m["poll_interval"], m.line_of("poll_interval"),
                                        "poll_interval")
+    # A real Kafka client instead of the builtin one (workloads.client_ops), with
+    # its own settings by the client's own names.
+    if "client" in m:
+        w["client"] = v.string(m["client"], m.line_of("client"), "client")
+        if w["client"] not in CLIENTS:
+            raise v.err(m.line_of("client"), f"unknown client {w['client']!r}; choose one "
+                                             f"of {', '.join(CLIENTS)}")
+    if "config" in m:
+        if "client" not in m:
+            raise v.err(m.line_of("config"), "config is a client's settings: give client too")
+        cfg = v.mapping(m["config"], m.line_of("config"), "config")
+        for k, val in cfg.items():
+            if not isinstance(val, str | int | float | bool):
+                raise v.err(cfg.line_of(k), f"config {k}: a string, number or boolean, "
+                                            f"got {type(val).__name__}")
+        w["config"] = dict(cfg)
     if "seed" in m:  # the background workload's choices; default: the run's seed
         w["seed"] = v.integer(m["seed"], m.line_of("seed"), "seed")
     if w["partitions"] not in ("one", "all"):
