@@ -354,10 +354,18 @@ class Partition:
             check = self.producer_state.check_append(
                 producer.producer_id, producer.producer_epoch, producer.base_sequence,
                 len(values))
+            # Both outcomes are events: the only trace in a run of a client's own
+            # resend (a report shows it beside the send).
+            batch = {"producer_id": producer.producer_id,
+                     "producer_epoch": producer.producer_epoch,
+                     "base_sequence": producer.base_sequence, "count": len(values)}
             if check.error:
-                return LeaderAppend(check.error, None, [])
+                self._emit("producer-refused", error=check.error, **batch)
+                return LeaderAppend(check.error, None, self._take())
             if check.duplicate is not None:
-                return LeaderAppend(None, check.duplicate.first_offset, [],
+                self._emit("producer-duplicate", offset=check.duplicate.first_offset,
+                           last_offset=check.duplicate.last_offset, **batch)
+                return LeaderAppend(None, check.duplicate.first_offset, self._take(),
                                     check.duplicate.last_offset, duplicate=True)
             info = (producer.producer_id, producer.producer_epoch, producer.base_sequence,
                     increment_sequence(producer.base_sequence, len(values) - 1))

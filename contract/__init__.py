@@ -69,6 +69,8 @@ EVENT_TYPES = (
     # a broker's partition
     "became-leader", "became-follower", "became-none", "epoch-assigned",
     "epoch-request-sent", "epoch-response", "truncate", "hw-advance", "fetch-fenced",
+    # ... its idempotent producers' batches: a resend recognised, a batch refused
+    "producer-duplicate", "producer-refused",
     # the controller (isr-shrink / isr-expand also a partition's leader)
     "broker-registered", "registration-refused", "broker-dead", "leader-elected",
     "leader-offline", "isr-shrink", "isr-expand",

@@ -92,7 +92,10 @@ CATALOGUE_CASES = [(b, row, p) for b in BACKENDS for row in CATALOGUE
 CASES += CATALOGUE_CASES
 # Every row under every version it reaches (alias included) in the simulator:
 # milliseconds each.
-SIM_CASES = [("sim", row, p) for row in ROWS for p in PROTOCOLS if reachable(row, p)]
+# A row whose workload is a real Kafka client needs real brokers: not on sim
+# (refused there, test_a_real_client_is_refused_on_sim).
+ON_SIM = [row for row in ROWS if not ROWS[row].workload.get("client")]
+SIM_CASES = [("sim", row, p) for row in ON_SIM for p in PROTOCOLS if reachable(row, p)]
 CASES += SIM_CASES
 # Every row under every version its path does not exist in: refused, never run.
 NOT_REACHABLE = [(row, p) for row in ROWS for p in PROTOCOLS if not reachable(row, p)]
@@ -286,9 +289,12 @@ def test_sim_agrees_with_local(checked: dict, name: str, protocol: str) -> None:
 
 def test_every_cell_is_run_or_refused() -> None:
     """Each row x version is a sim case or a NOT_REACHABLE one, never both, never
-    neither; a shipped row's local cases are exactly the versions it reaches."""
+    neither (a row on a real client: local instead of sim); a shipped row's local
+    cases are exactly the versions it reaches."""
     every = {(row, p) for row in ROWS for p in PROTOCOLS}
-    simulated = {(row, p) for _, row, p in SIM_CASES}
+    simulated = {(row, p) for _, row, p in SIM_CASES} | {
+        (row, p) for row in ROWS if row not in ON_SIM for p in LOCAL_PROTOCOLS + ["latest"]
+        if reachable(row, p)}
     assert simulated | set(NOT_REACHABLE) == every
     assert not simulated & set(NOT_REACHABLE)
     for row in ROWS:
@@ -388,3 +394,17 @@ def test_matrix_cli_on_a_subset(tmp_path: Path) -> None:
     assert r.returncode == 1 and out["verdict"] == "invalid", (r.stdout, r.stderr)
     assert any("isr_shrinks >= 1, was 0" in m for m in out["assertions_failed"])
     assert "isr_shrinks &gt;= 1 failed, was 0" in (run / "check" / "report.html").read_text()
+
+
+def test_a_real_client_is_refused_on_sim(tmp_path: Path) -> None:
+    """A scenario whose workload is a real Kafka client exits 2 on the sim backend,
+    naming the backends it needs, before anything is written."""
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "reproduce",
+                        "idempotent-producer-leader-change", "--protocol", "latest",
+                        "--backend", "sim", "--runs-dir", str(tmp_path / "runs")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "needs real brokers; run it on the local, docker or ssh backend" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+

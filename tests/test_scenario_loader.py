@@ -64,7 +64,8 @@ def test_shipped_scenarios_load() -> None:
                      "kip320-stale-metadata-divergence", "last-replica-standing-loss",
                      "alter-partition-stale-incarnation", "unclean-election-loss",
                      "min-isr-prevents-loss", "acks1-failover-loss", "follower-gc-pause",
-                     "isr-flapping-lag-messages", "hw-lags-one-fetch"}
+                     "isr-flapping-lag-messages", "hw-lags-one-fetch",
+                     "idempotent-producer-leader-change"}
     for s in list_scenarios():
         assert s.path.stem == s.name
         first = next(p for p in PROTOCOLS if s.reachable_at(p))  # the oldest it reaches
