@@ -2,6 +2,7 @@
 
     python bench/throughput.py [--seconds 20] [--producers 8] [--batch 500]
                                [--linger 0.005] [--partitions 3] [--acks all] [--port P]
+                               [--client confluent-kafka|kafka-python [--client-config K=V]]
 
 A local cluster of 3 brokers, one topic of `--partitions` partitions with
 replication factor 3 (loopback), the continuous workload of a chaos run
@@ -12,6 +13,12 @@ runner as every run (harness.run.runner), so the number includes writing the
 history. Prints the acknowledged records per second over the steady part (from
 the first acknowledgement to the last), the sends by outcome, and the batch
 sizes; `--batch 1` gives the unbatched figure (one record per request).
+
+With `--client` the producers and consumers are that real Kafka client's, over
+the brokers' Kafka listeners (workloads/client_ops.py): each producer hands its
+batches of values to its client, which batches them as it does (librdkafka's
+linger.ms 5 ms), and waits for their delivery reports; it also prints the
+sockets left in TIME_WAIT on the brokers' ports when the run ends.
 """
 
 from __future__ import annotations
@@ -27,11 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contract import PROTOCOLS  # noqa: E402
 from harness.chaos.runs import TOPIC, ChaosConfig  # noqa: E402
+from harness.cli.flags import client_config_item  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 from harness.run.runner import RunOptions, run_scenario  # noqa: E402
 from harness.scenario.loader import Scenario  # noqa: E402
 from harness.scenario.steps import DEFAULT_FINAL_TIMEOUT, Step  # noqa: E402
 from nemesis.schedule import parse_faults  # noqa: E402
+from workloads.kafka_clients import CLIENTS  # noqa: E402
 
 
 def scenario(seconds: float, args: argparse.Namespace) -> Scenario:
@@ -43,6 +52,9 @@ def scenario(seconds: float, args: argparse.Namespace) -> Scenario:
                 "partition": 0, "consumers": args.partitions, "producers": args.producers,
                 "rate": args.rate, "partitions": "all", "batch": args.batch,
                 "linger": args.linger, "max_records": 500}
+    if args.client:
+        workload["client"] = args.client
+        workload["config"] = dict(args.client_config)
     steps = [Step(index=1, kind="sleep", args={"until": seconds}, line=0),
              Step(index=2, kind="final-read", args={"timeout": DEFAULT_FINAL_TIMEOUT,
                                                     "heal": True}, line=0)]
@@ -88,6 +100,9 @@ def main() -> int:
     ap.add_argument("--protocol", default="latest", choices=PROTOCOLS)
     ap.add_argument("--port", type=int, default=19492)
     ap.add_argument("--keep", type=Path, help="keep the run directory under this directory")
+    ap.add_argument("--client", choices=CLIENTS, help="a real Kafka client's workload")
+    ap.add_argument("--client-config", dest="client_config", action="append", default=[],
+                    type=client_config_item, metavar="KEY=VALUE")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="isrlab-throughput-") as tmp:
         runs = args.keep or Path(tmp)
@@ -103,8 +118,27 @@ def main() -> int:
                    linger=args.linger, partitions=args.partitions, acks=args.acks,
                    run_seconds=round(time.monotonic() - t0, 1),
                    history_mb=round((record.run_dir / "history.jsonl").stat().st_size / 1e6, 1))
+        out["time_wait"] = time_wait(args.port)
+        if args.client:
+            out["client"] = args.client
         print(json.dumps(out))
     return 0
+
+
+def time_wait(port: int) -> int:
+    """Sockets in TIME_WAIT to or from the cluster's ports (each node's and its Kafka
+    listener's: port, port + 1), from /proc/net/tcp."""
+    ports = {port, port + 1}
+    n = 0
+    with open("/proc/net/tcp", encoding="ascii") as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            local, remote, state = cols[1], cols[2], cols[3]
+            if state == "06" and (int(local.split(":")[1], 16) in ports
+                                  or int(remote.split(":")[1], 16) in ports):
+                n += 1
+    return n
 
 
 if __name__ == "__main__":
