@@ -26,7 +26,7 @@ from workloads.runtime import Runtime
 pytestmark = [pytest.mark.e2e]
 
 BROKERS = ["A", "B", "C"]
-PER_PARTITION = 60
+PER_PARTITION = 200
 MEMBER = Path(__file__).resolve().parent / "kafka_group_member.py"
 CLIENTS = ["kafka-python", "confluent-kafka"]
 
@@ -83,21 +83,30 @@ def cluster(tmp_path: Path) -> Iterator:
 def first_member(client: str, bootstrap: str, group: str, then: str,
                  ) -> tuple[subprocess.Popen, dict[int, int]]:
     """The first member, in a process of its own; its committed offsets."""
-    proc = subprocess.Popen([sys.executable, str(MEMBER), client, bootstrap, group, "t", "25",
+    proc = subprocess.Popen([sys.executable, str(MEMBER), client, bootstrap, group, "t", "10",
                              then], stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()  # type: ignore[union-attr]
-    assert line, f"the first member exited with {proc.wait()} before committing"
-    committed = {int(p): o for p, o in json.loads(line)["committed"].items()}
-    assert set(committed) == {0, 1} and 0 < sum(committed.values()) < 2 * PER_PARTITION, \
-        committed
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, f"the first member exited with {proc.wait()} before committing"
+        committed = {int(p): o for p, o in json.loads(line)["committed"].items()}
+        assert set(committed) == {0, 1}, committed
+        assert all(10 <= o < PER_PARTITION for o in committed.values()), committed
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     return proc, committed
 
 
 def end_member(proc: subprocess.Popen, then: str) -> None:
-    if then == "kill":
-        os.kill(proc.pid, signal.SIGKILL)  # no LeaveGroup: its session must expire
-    assert proc.wait(timeout=30) in (0, -signal.SIGKILL)
-    proc.stdout.close()  # type: ignore[union-attr]
+    try:
+        if then == "kill":
+            os.kill(proc.pid, signal.SIGKILL)  # no LeaveGroup: its session must expire
+        assert proc.wait(timeout=30) in (0, -signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
 
 
 def resume(client: str, bootstrap: str, group: str) -> dict[int, list[int]]:
