@@ -130,7 +130,7 @@ class ControllerCore:
         # Consumer groups (a modelling choice: broker/PROTOCOL.md "Consumer groups").
         gc = group_config or {}
         self.groups = GroupCoordinator(
-            self.features.group_heartbeat_while_awaiting_sync,
+            self.features,
             gc.get("initial_rebalance_delay_ms", 0), gc.get("min_session_timeout_ms", 0),
             gc.get("max_session_timeout_ms", 1_800_000),
             (saved or {}).get("groups"), member_id_seed)

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .protocol import Features
+
 # Group states (GroupMetadata.scala; 0.10's AwaitingSync is 2.x's
 # CompletingRebalance). Dead is not modelled: groups are never unloaded or deleted.
 EMPTY, PREPARING, COMPLETING, STABLE = ("Empty", "PreparingRebalance",
@@ -105,10 +107,10 @@ class Group:
 
 
 class GroupCoordinator:
-    def __init__(self, heartbeat_while_awaiting_sync: bool, initial_rebalance_delay_ms: int,
+    def __init__(self, features: Features, initial_rebalance_delay_ms: int,
                  min_session_timeout_ms: int, max_session_timeout_ms: int,
                  saved: dict[str, Any] | None = None, member_id_seed: str = "0") -> None:
-        self.heartbeat_while_awaiting_sync = heartbeat_while_awaiting_sync
+        self.features = features
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -262,6 +264,8 @@ class GroupCoordinator:
                    [list(p) for p in msg["protocols"]], now)
         if g.state == PREPARING and g.generation == 0:
             g.new_member_added = True  # KIP-134: extends the initial delay
+        if not g.members:
+            g.protocol_type = m.protocol_type  # GroupMetadata.add: the first member's
         g.members[mid] = m
         m.join_rid, m.awaiting_join = rid, True
         if g.leader is None:
@@ -332,7 +336,6 @@ class GroupCoordinator:
             return
         if g.leader not in g.members:
             g.leader = next(iter(g.members))
-        g.protocol_type = next(iter(g.members.values())).protocol_type
         g.protocol = g.select_protocol()
         g.state = COMPLETING
         for m in g.members.values():
@@ -401,7 +404,7 @@ class GroupCoordinator:
         if g is None or mid not in g.members:
             return "UNKNOWN_MEMBER_ID"
         m = g.members[mid]
-        if g.state == COMPLETING and not self.heartbeat_while_awaiting_sync:
+        if g.state == COMPLETING and not self.features.group_heartbeat_while_awaiting_sync:
             # Up to 2.6 (0.10.2.0-2.1.0 handleHeartbeat, AwaitingSync /
             # CompletingRebalance): rebalancing, whatever the generation; the
             # session timer is not reset.
@@ -486,8 +489,9 @@ class GroupCoordinator:
                 "offsets": [[t, p, *offsets.get((t, p), [-1, -1, ""])] for t, p in keys]}
 
 
-def _metadata(m: Member, protocol: str | None) -> str:
-    return next((meta for name, meta in m.protocols if name == protocol), "")
+def _metadata(m: Member, chosen: str | None) -> str:
+    """The member's metadata for the group's chosen (group) protocol."""
+    return next((meta for name, meta in m.protocols if name == chosen), "")
 
 
 def _join_error(error: str, member_id: str) -> dict[str, Any]:
