@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import descendants, free_port
 
+from broker.protocol import PROTOCOLS
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
 from workloads.runtime import Runtime
@@ -31,8 +32,8 @@ MEMBER = Path(__file__).resolve().parent / "kafka_group_member.py"
 CLIENTS = ["kafka-python", "confluent-kafka"]
 
 
-def start(tmp: Path):
-    spec = ClusterSpec(protocol="latest", brokers=BROKERS,
+def start(tmp: Path, protocol: str = "latest"):
+    spec = ClusterSpec(protocol=protocol, brokers=BROKERS,
                        topics=[{"name": "t", "partitions": 2,
                                 "replicas": [["A", "B", "C"], ["B", "C", "A"]]}],
                        # Small group timings so a rebalance takes well under a second.
@@ -175,3 +176,20 @@ def test_committed_offsets_survive_the_coordinator_broker(cluster, client: str) 
     end_member(proc, "kill")
     others = ",".join(cluster.kafka_address(b) for b in BROKERS if b != coordinator)
     check_resumed(resume(client, others, "g"), committed)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("release", [v for v in PROTOCOLS if v not in ("latest", "4.1")])
+def test_every_release_line(tmp_path: Path, release: str, client: str) -> None:
+    """The same hand-over under each older release line's API versions (JoinGroup
+    v0 to v9, with and without KIP-394's MEMBER_ID_REQUIRED; OffsetFetch before and
+    after v8's batches); the first member is killed, so its session must expire."""
+    if client == "confluent-kafka":
+        pytest.importorskip("confluent_kafka")
+    backend = start(tmp_path, release)
+    try:
+        proc, committed = first_member(client, backend.kafka_bootstrap(), "g", "wait")
+        end_member(proc, "kill")
+        check_resumed(resume(client, backend.kafka_bootstrap(), "g"), committed)
+    finally:
+        backend.teardown()
