@@ -3,14 +3,18 @@ ControllerCore: Kafka's classic group protocol as of the modelled releases."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from conftest import free_port
 from controller_client import ControllerClient
 
 from broker.broker_core import Respond
 from broker.controller_core import ControllerCore, WriteControllerState
 from broker.group_coordinator import COMPLETING, EMPTY, PREPARING, STABLE, GroupCoordinator
+from broker.kafka.apis import Changes, KafkaApis
+from broker.kafka.error_codes import code
 from broker.protocol import features
 
 SESSION = 1000
@@ -260,3 +264,31 @@ def test_session_timeout_bounds():
     assert gc.handle(2, {"type": "join-group", "group_id": "", "member_id": "",
                          "session_timeout_ms": SESSION, "protocol_type": "consumer",
                          "protocols": [["range", ""]]}, 0)[0][1]["error"] == "INVALID_GROUP_ID"
+
+
+# -- the brokers' side: broker/kafka/groups.py ---------------------------------------------
+
+
+def kafka_apis(controller: str):
+    async def core(msg: dict[str, Any]) -> dict[str, Any]:
+        assert msg == {"type": "metadata"}
+        return {"brokers": {"A": "127.0.0.2:9000", "B": "127.0.0.3:9000"}, "partitions": []}
+    return KafkaApis("B", "latest", ["A", "B"], [{"name": "t", "partitions": 1}], core,
+                     Changes(), controller=controller)
+
+
+def test_every_broker_is_its_own_coordinator():
+    apis = kafka_apis(f"127.0.0.1:{free_port()}")
+    v3 = asyncio.run(apis.groups.find_coordinator(3, {"key": "g", "key_type": 0}))
+    assert (v3["error_code"], v3["node_id"], v3["host"], v3["port"]) == (0, 1, "127.0.0.3", 9001)
+    v4 = asyncio.run(apis.groups.find_coordinator(4, {"key_type": 0,
+                                                      "coordinator_keys": ["g", "h"]}))
+    assert [(c["key"], c["node_id"], c["port"]) for c in v4["coordinators"]] == [
+        ("g", 1, 9001), ("h", 1, 9001)]
+
+
+def test_an_unreachable_controller_is_coordinator_not_available():
+    apis = kafka_apis(f"127.0.0.1:{free_port()}")  # nothing listens there
+    resp = asyncio.run(apis.groups.heartbeat(4, {"group_id": "g", "generation_id": 1,
+                                                 "member_id": "m"}))
+    assert resp["error_code"] == code("COORDINATOR_NOT_AVAILABLE")
