@@ -29,6 +29,10 @@ class BrokerConfig:
     replica_lag_time_max_ms: int
     replica_high_watermark_checkpoint_interval_ms: int
     flush_messages: int | None
+    # The group coordinator's (read by the controller, which keeps it).
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
     # isrlab's own, every release (Kafka: replica.fetch.wait.max.ms 500,
     # replica.fetch.backoff.ms 1000, request.timeout.ms 30000; scaled down so a
     # scenario takes seconds, not minutes).

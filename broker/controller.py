@@ -39,7 +39,17 @@ class Controller:
                                    bcfg.unclean_leader_election_enable, saved, now_ms(),
                                    protocol=cluster["protocol"],
                                    min_insync_replicas=bcfg.min_insync_replicas,
-                                   elr=ccfg.eligible_leader_replicas_version >= 1)
+                                   elr=ccfg.eligible_leader_replicas_version >= 1,
+                                   group_config={
+                                       "initial_rebalance_delay_ms":
+                                           bcfg.group_initial_rebalance_delay_ms,
+                                       "min_session_timeout_ms": bcfg.group_min_session_timeout_ms,
+                                       "max_session_timeout_ms": bcfg.group_max_session_timeout_ms},
+                                   member_id_seed=os.urandom(4).hex())
+        # A consumer group's JoinGroup and SyncGroup are answered when the group
+        # moves on, maybe by a tick or another request: each request waits here.
+        self._next_rid = 0
+        self._replies: dict[int, asyncio.Future] = {}
         self.admin = AdminRequests("controller", os.urandom(6).hex(), self.core.status,
                                    self._request)
         self.perform(self.core.start(now_ms()))
@@ -53,6 +63,9 @@ class Controller:
             elif isinstance(eff, WriteControllerState):
                 self._write_state(eff.state)
             elif isinstance(eff, Respond):
+                fut = self._replies.pop(eff.rid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(eff.resp)
                 answer = eff.resp
         return answer
 
@@ -67,7 +80,15 @@ class Controller:
 
     async def _request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """A broker's request (admin.AdminRequests answers the shell's own)."""
-        return self.perform(self.core.on_request(None, msg, now_ms()))
+        rid = self._next_rid
+        self._next_rid += 1
+        fut = asyncio.get_running_loop().create_future()
+        self._replies[rid] = fut
+        try:
+            self.perform(self.core.on_request(rid, msg, now_ms()))
+            return await fut
+        finally:
+            self._replies.pop(rid, None)
 
     async def ticker(self) -> None:
         while True:

@@ -25,8 +25,10 @@ them out (the controller process, controller.py; the simulator, sim_cluster.py):
 - `Event`: a controller event for the event log.
 - `WriteControllerState(state)`: persist `state` (what a restarted controller is
   given back as `saved`), at most once per input, before the answer goes out.
-- `Respond(rid, resp)`: the answer to request `rid`; every request is answered
-  at once.
+- `Respond(rid, resp)`: the answer to request `rid`. Every request is answered
+  at once except a consumer group's JoinGroup and SyncGroup (`GROUP_REQUESTS`,
+  broker/group_coordinator.py), which may be answered later, by `tick` or
+  during another request.
 
 Timers: the shell calls `tick(now)` no later than `next_deadline()`.
 """
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .broker_core import Respond
+from .group_coordinator import GroupCoordinator
 from .partition import Event
 from .protocol import PROTOCOLS, Features
 from .protocol import features as features_of
@@ -73,6 +76,10 @@ class WriteControllerState:
 
 ControllerEffect = Event | WriteControllerState | Respond
 
+# The consumer-group requests brokers forward (broker/kafka/groups.py).
+GROUP_REQUESTS = frozenset({"join-group", "sync-group", "group-heartbeat", "leave-group",
+                            "offset-commit", "offset-fetch"})
+
 
 @dataclass
 class Session:
@@ -86,7 +93,9 @@ class ControllerCore:
     def __init__(self, topics: list[dict[str, Any]], session_timeout_ms: int,
                  unclean_election: bool, saved: dict[str, Any] | None = None,
                  now: float = 0.0, protocol: str | None = None,
-                 min_insync_replicas: int = 1, elr: bool = False) -> None:
+                 min_insync_replicas: int = 1, elr: bool = False,
+                 group_config: dict[str, int] | None = None,
+                 member_id_seed: str = "0") -> None:
         self.session_timeout_ms = session_timeout_ms
         self.unclean_election = unclean_election
         # No version given: the newest release's rules.
@@ -118,6 +127,13 @@ class ControllerCore:
             for b in {r for st in self.partitions.values() for r in st.replicas}:
                 self.sessions[b] = Session(None, None, now, self.broker_epochs.get(b, -1))
         self._dirty = False  # the state changed since it was last written
+        # Consumer groups (a modelling choice: broker/PROTOCOL.md "Consumer groups").
+        gc = group_config or {}
+        self.groups = GroupCoordinator(
+            self.features,
+            gc.get("initial_rebalance_delay_ms", 0), gc.get("min_session_timeout_ms", 0),
+            gc.get("max_session_timeout_ms", 1_800_000),
+            (saved or {}).get("groups"), member_id_seed)
 
     # -- inputs (both shells: the controller process and the simulator) ---------------
 
@@ -128,7 +144,10 @@ class ControllerCore:
 
     def on_request(self, rid: Any, msg: dict[str, Any], now: float) -> list[ControllerEffect]:
         """A broker's register, heartbeat, alter-partition or shutdown, or the
-        harness's status; answered at once by Respond(rid)."""
+        harness's status; answered at once by Respond(rid). A group request may
+        be answered later; its effects may answer others."""
+        if msg.get("type") in GROUP_REQUESTS:
+            return self._group_answers(self.groups.handle(rid, msg, now))
         resp = self._handle(msg, now)
         effects = self._finish()
         effects.append(Respond(rid, resp))
@@ -137,7 +156,17 @@ class ControllerCore:
     def tick(self, now: float) -> list[ControllerEffect]:
         """Time passes: sessions that stayed silent too long end."""
         self._expire_sessions(now)
-        return self._finish()
+        return self._group_answers(self.groups.tick(now))
+
+    def _group_answers(self, answers: list[tuple[Any, dict[str, Any]]]
+                       ) -> list[ControllerEffect]:
+        # Committed offsets are written before any answer goes out.
+        if self.groups.dirty:
+            self.groups.dirty = False
+            self._dirty = True
+        effects = self._finish()
+        effects.extend(Respond(rid, resp) for rid, resp in answers)
+        return effects
 
     def _handle(self, msg: dict[str, Any], now: float) -> dict[str, Any]:
         t = msg["type"]
@@ -175,7 +204,8 @@ class ControllerCore:
 
     def status(self) -> dict[str, Any]:
         return {"error": None, "node": "controller", "live": self.live,
-                "partitions": [st.to_dict() for st in self.partitions.values()]}
+                "partitions": [st.to_dict() for st in self.partitions.values()],
+                "groups": self.groups.status()}
 
     # -- state ---------------------------------------------------------------------
 
@@ -186,7 +216,8 @@ class ControllerCore:
     def snapshot(self) -> dict[str, Any]:
         return {"partitions": [st.to_dict() for st in self.partitions.values()],
                 "broker_epochs": dict(self.broker_epochs),
-                "next_broker_epoch": self.next_broker_epoch}
+                "next_broker_epoch": self.next_broker_epoch,
+                "groups": self.groups.snapshot()}
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -273,11 +304,12 @@ class ControllerCore:
 
     def next_deadline(self) -> float:
         """The earliest time (ms) a session can time out: when `tick` has work."""
+        groups = self.groups.next_deadline()
         if not self.sessions:
-            return float("inf")
+            return groups
         # _expire_sessions' test is strict (now - last > timeout): due one ms after.
-        return min(s.last_heartbeat_ms for s in self.sessions.values()) \
-            + self.session_timeout_ms + 1
+        return min(groups, min(s.last_heartbeat_ms for s in self.sessions.values())
+                   + self.session_timeout_ms + 1)
 
     def _broker_dead(self, broker: str, reason: str) -> None:
         del self.sessions[broker]

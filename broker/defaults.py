@@ -36,6 +36,12 @@ _CHANGES: dict[str, tuple[tuple[str, Any], ...]] = {
     # KIP-966: the ELR feature level. 4.0 ships it off ("The ELR is not enabled by
     # default for 4.0"); new clusters from 4.1 have it on.
     "eligible.leader.replicas.version": (("0.10", 0), ("4.1", 1)),
+    # The classic group coordinator's (kept by the controller, broker/group_coordinator.py).
+    # KIP-134 (0.11.0): an empty group's first rebalance waits 3 s; none before.
+    "group.initial.rebalance.delay.ms": (("0.10", 0), ("0.11", 3_000)),
+    "group.min.session.timeout.ms": (("0.10", 6_000),),
+    # 5 min, 30 min from 2.3.0 (KAFKA-7862, with KIP-345).
+    "group.max.session.timeout.ms": (("0.10", 300_000), ("2.7", 1_800_000)),
 }
 
 

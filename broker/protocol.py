@@ -157,6 +157,10 @@ class Features:
     # See UnknownProducer: 0.11.0 out of order / 1.0 KAFKA-5793 UNKNOWN_PRODUCER_ID /
     # 2.5 KIP-360 accepted.
     unknown_producer: UnknownProducer
+    # 2.7, KAFKA-10134: the group coordinator answers a member's Heartbeat between
+    # its JoinGroup and SyncGroup answers (CompletingRebalance) with no error and
+    # resets its session timer; before, REBALANCE_IN_PROGRESS (AwaitingSync).
+    group_heartbeat_while_awaiting_sync: bool
 
     def __post_init__(self) -> None:
         for f, kind in get_type_hints(Features).items():
@@ -185,7 +189,8 @@ _V0_10 = Features(  # 0.10.2.0
     fenced_replicas_kept_out_of_isr=False,
     alter_partition_broker_epochs=False, eligible_leader_replicas=False,
     isr_change_via_controller=False,
-    idempotence=False, producer_batches_cached=0, unknown_producer="none")
+    idempotence=False, producer_batches_cached=0, unknown_producer="none",
+    group_heartbeat_while_awaiting_sync=False)
 _V0_11 = replace(  # 0.11.0.0
     _V0_10, leader_epochs=True,                            # KIP-101
     truncation="offsets_for_leader_epoch",                 # KIP-101
@@ -212,7 +217,8 @@ _V2_1 = replace(  # 2.1.0
 # new defaults (KIP-537) are in broker/defaults.py.
 _V2_7 = replace(  # 2.7.0
     _V2_1, isr_change_via_controller=True,                 # KIP-497
-    unknown_producer="accept")                             # KIP-360 (2.5.0)
+    unknown_producer="accept",                             # KIP-360 (2.5.0)
+    group_heartbeat_while_awaiting_sync=True)              # KAFKA-10134
 _V2_8 = replace(  # 2.8.0
     _V2_7, truncation="diverging_epoch")                   # KAFKA-10554 (KIP-595 fields)
 _V3_7 = replace(  # 3.7.0

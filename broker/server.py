@@ -74,7 +74,7 @@ class Broker:
         self.changes = Changes()
         self.kafka = KafkaApis(node, cluster["protocol"], list(cluster["brokers"]),
                                cluster["topics"], self._request, self.changes,
-                               cluster.get("kafka_advertised"))
+                               cluster.get("kafka_advertised"), controller)
         self.kafka_listener = KafkaListener(self.kafka.handle_frame)
         self.perform(self.core.start(now_ms()))
 
@@ -167,6 +167,8 @@ class Broker:
         await self._shutdown
         for conn in self._conns.values():
             conn.close()
+        if self.kafka.groups is not None:
+            self.kafka.groups.pool.close()
         self.store.close()
 
 

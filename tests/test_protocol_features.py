@@ -392,6 +392,23 @@ def test_feature_fenced_replicas_kept_out_of_isr(on):
 
 
 @pytest.mark.parametrize("on", [True, False])
+def test_feature_group_heartbeat_while_awaiting_sync(on):
+    """KAFKA-10134 (Kafka 2.7.0, GroupCoordinator.handleHeartbeat): a member's
+    heartbeat between its JoinGroup and SyncGroup answers (CompletingRebalance) is
+    answered with no error; before, REBALANCE_IN_PROGRESS (AwaitingSync)."""
+    c = controller("2.7")
+    c.core.features = c.core.groups.features = replace(
+        c.core.features, group_heartbeat_while_awaiting_sync=on)
+    joined = c.ask(0, type="join-group", group_id="g", member_id="", session_timeout_ms=1000,
+                   rebalance_timeout_ms=1000, protocol_type="consumer",
+                   protocols=[["range", ""]])
+    assert c.core.groups.groups["g"].state == "CompletingRebalance"
+    err = c.ask(1, type="group-heartbeat", group_id="g", member_id=joined["member_id"],
+                generation_id=joined["generation_id"])["error"]
+    assert err == (None if on else "REBALANCE_IN_PROGRESS")
+
+
+@pytest.mark.parametrize("on", [True, False])
 def test_feature_alter_partition_broker_epochs(on):
     """KIP-903 (Kafka 3.5, ReplicationControlManager.validateAlterPartitionData with
     AlterPartition v3 broker epochs): a replica whose broker epoch is stale is refused."""

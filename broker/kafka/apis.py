@@ -31,6 +31,7 @@ from ..protocol import canonical
 from ..wire import parse_addr
 from . import codec, records, versions
 from .error_codes import code
+from .groups import GroupApis
 from .listener import CLOSE
 
 log = logging.getLogger("broker.kafka")
@@ -105,7 +106,8 @@ class KafkaApis:
 
     def __init__(self, node: str, protocol: str, brokers: list[str],
                  topics: list[dict[str, Any]], core: CoreRequest, changes: Changes,
-                 advertised: dict[str, str] | None = None) -> None:
+                 advertised: dict[str, str] | None = None,
+                 controller: str | None = None) -> None:
         self.node = node
         # Where clients reach each broker's Kafka listener, when not its own
         # address's port + 1 (Docker's published ports).
@@ -117,6 +119,8 @@ class KafkaApis:
         self.topic_names = {topic_id(t): t for t in self.topics}
         self.core = core
         self.changes = changes
+        # Consumer groups: forwarded to the controller (groups.py).
+        self.groups = GroupApis(self, controller) if controller else None
 
     # -- frames ------------------------------------------------------------------
 
@@ -150,7 +154,8 @@ class KafkaApis:
                 API_PRODUCE: self.produce, API_FETCH: self.fetch,
                 API_LIST_OFFSETS: self.list_offsets,
                 API_OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
-                API_INIT_PRODUCER_ID: self.init_producer_id}
+                API_INIT_PRODUCER_ID: self.init_producer_id,
+                **(self.groups.handlers() if self.groups else {})}
 
     def _api_keys(self) -> list[dict[str, int]]:
         return [{"api_key": k, "min_version": lo, "max_version": hi}
