@@ -76,7 +76,10 @@ def test_errors_change_nothing():
     before = (list(p.log.records), p.producer_state.to_json(), p.hw)
     for epoch, seq in ((0, 7), (0, 1)):
         res = produce(p, [9], epoch, seq)
-        assert res.error and res.offset is None and res.effects == []
+        # Only the event that says what was refused: no append, no epoch entry.
+        assert res.error and res.offset is None
+        assert [(e.type, e.fields["error"]) for e in res.effects] == [
+            ("producer-refused", res.error)]
     assert (list(p.log.records), p.producer_state.to_json(), p.hw) == before
 
 
@@ -118,7 +121,10 @@ def test_retry_of_the_last_batch_answers_the_original_offsets(acks):
     assert (first.offset, first.last_offset, first.duplicate) == (1, 3, False)
     assert (retry.error, retry.offset, retry.last_offset, retry.duplicate) == (None, 1, 3, True)
     err, offset, effects = retry  # unpacks as before idempotence
-    assert (err, offset, effects) == (None, 1, [])
+    # Nothing appended: the only effect is the event that shows the resend.
+    assert (err, offset) == (None, 1)
+    assert [(e.type, e.fields["offset"], e.fields["last_offset"]) for e in effects] == [
+        ("producer-duplicate", 1, 3)]
     assert values(p) == [9, 1, 2, 3]
 
 

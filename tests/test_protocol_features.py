@@ -450,7 +450,10 @@ def test_feature_idempotence(on):
     retry = a.append_batch_as_leader([7, 8], 1, 0, ProducerBatchHeader(1, 0, 0))
     if on:
         assert (first.error, first.offset, retry.error, retry.offset) == (None, 0, None, 0)
-        assert retry.duplicate and retry.last_offset == 1 and retry.effects == []
+        # Nothing appended: the only effect is the event that shows the resend.
+        assert retry.duplicate and retry.last_offset == 1
+        assert [(type(e).__name__, e.type, e.fields["offset"]) for e in retry.effects] == [
+            ("Event", "producer-duplicate", 0)]
         assert values(a) == [7, 8] and a.log.records[0].producer == (1, 0, 0, 1)
     else:
         assert first.error == retry.error == "UNSUPPORTED_VERSION" and values(a) == []
