@@ -48,6 +48,7 @@ from workloads.client_ops import KafkaClients
 from workloads.consumer import Consumer
 from workloads.continuous import ContinuousWorkload
 from workloads.history import History
+from workloads.kafka_clients import ClientConfigError
 from workloads.producer import Producer, Values
 from workloads.runtime import Runtime
 
@@ -191,6 +192,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             runner.run(step)
     except (HarnessError, RunWriteError) as e:
         error = e
+    except ClientConfigError as e:  # a real client refused the workload's settings
+        error = UsageError(str(e))
     except (KeyboardInterrupt, Interrupted) as e:
         error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
     except Exception as e:
