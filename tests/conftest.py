@@ -132,6 +132,16 @@ def docker_or_skip():
         skip_unless_required("ISRLAB_REQUIRE_DOCKER", str(e))
 
 
+def kcat_or_skip() -> str:
+    """kcat's path; without it the test skips (fails under ISRLAB_REQUIRE_KCAT=1)."""
+    from workloads.kafka_clients import KCAT_MISSING
+
+    path = shutil.which("kcat")
+    if path is None:
+        skip_unless_required("ISRLAB_REQUIRE_KCAT", KCAT_MISSING)
+    return path
+
+
 def docker_leftovers(client, run_id: str | None = None) -> list[str]:
     """Containers, networks and volumes labelled as isrlab's (one run's, or any)."""
     label = {"label": "isrlab.run" if run_id is None else f"isrlab.run={run_id}"}

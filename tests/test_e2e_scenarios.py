@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -34,6 +35,7 @@ from conftest import (
     docker_or_skip,
     free_base_port,
     free_port,
+    skip_unless_required,
 )
 
 from contract import PROTOCOLS as ALL_PROTOCOLS
@@ -47,6 +49,7 @@ from harness.scenario.loader import (
     list_scenarios,
     load_scenario,
 )
+from workloads.kafka_clients import KCAT_MISSING
 
 pytestmark = [pytest.mark.e2e]
 
@@ -110,8 +113,8 @@ SCRIPTED = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
 SCRIPTED_CASES = [(n, p) for n in SCRIPTED for p in LOCAL_PROTOCOLS if reachable(n, p)]
 # The KIP scenarios driven by real Kafka clients over the brokers' Kafka listeners
 # (workload `client`): the same verdicts as isrlab's own workload, on both backends.
-# Rows are NAME@CLIENT.
-CLIENTS = ["confluent-kafka", "kafka-python"]
+# Rows are NAME@CLIENT. kcat's cells skip without kcat (fail under ISRLAB_REQUIRE_KCAT=1).
+CLIENTS = ["confluent-kafka", "kafka-python", "kcat"]
 CLIENT_ROWS = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
                "kip279-unclean-divergence"]
 CLIENT_PROTOCOLS = ["0.10", "latest"]
@@ -174,8 +177,10 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
     except pytest.skip.Exception as e:
         docker_skip = str(e)
 
-    def run(case: tuple[str, str, str]) -> RunRecord:
+    def run(case: tuple[str, str, str]) -> RunRecord | str:
         backend, name, protocol = case
+        if name.endswith("@kcat") and shutil.which("kcat") is None:
+            return KCAT_MISSING  # skipped (failed under ISRLAB_REQUIRE_KCAT=1) by _case
         for attempt in range(3):
             try:
                 rec = run_scenario(
@@ -222,6 +227,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def _case(checked: dict, backend: str, name: str, protocol: str):
     rec, result = checked[backend, name, protocol]
+    if rec == KCAT_MISSING:
+        skip_unless_required("ISRLAB_REQUIRE_KCAT", rec)
     if isinstance(rec, str):
         pytest.skip(rec)  # no Docker engine (a failure under ISRLAB_REQUIRE_DOCKER=1)
     assert rec.error is None, f"run incomplete: {rec.error}"

@@ -1,5 +1,5 @@
 """The reference broker's Kafka-protocol listener, driven by real Kafka clients
-(kafka-python, confluent-kafka/librdkafka) against a real local cluster: what
+(kafka-python, confluent-kafka/librdkafka, kcat) against a real local cluster: what
 they produce is in every replica's log, what they consume is the log below the
 HW; the ApiVersions answer is the release's; bad frames close their own
 connection and nothing else."""
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import descendants, free_port
+from conftest import descendants, free_port, kcat_or_skip
 
 from broker.kafka import codec, versions
 from broker.wire import parse_addr
@@ -141,6 +141,68 @@ def test_confluent_kafka_produces_and_consumes(latest) -> None:
             got[msg.offset()] = int(msg.value())
     consumer.close()
     assert {v: got[o] for v, o in delivered.items()} == {v: v for v in sent}
+
+
+def test_kcat_produces_and_consumes(latest) -> None:
+    """kcat through isrlab's drivers: 200 values in one kcat run are each
+    acknowledged with the offset every replica holds it at (one request in
+    flight: its reports follow the values), and so is a value sent alone; its
+    consumer reads them back from the tracked offset,
+    offset for offset as every replica's log has them, and a poll at the end of
+    the partition returns nothing, at once."""
+    kcat_or_skip()
+    from workloads.kafka_clients import KcatConsumer, KcatProducer
+
+    before = max(len(v) for v in replica_values(latest, 1).values())
+    producer = KcatProducer(bootstrap(latest), "all", 5000, 10000, {})
+    sent = list(range(20000, 20200))
+    deliveries = producer.produce("t", 1, sent, 30)
+    assert [(d.error, d.offset) for d in deliveries] == [
+        (None, before + i) for i in range(len(sent))]
+    alone = [producer.produce("t", 1, [v], 30)[0] for v in (20200, 20201)]
+    assert [(d.error, d.offset) for d in alone] == [(None, before + 200), (None, before + 201)]
+    end = before + 202
+    logs = wait_replicated(latest, 1, end)
+    for b, values in logs.items():
+        assert values[before:end] == [*sent, 20200, 20201], b
+
+    consumer = KcatConsumer(bootstrap(latest), "t", 1, before, {}, "isrlab-test")
+    got: list[list[int]] = []
+    deadline = time.monotonic() + 20
+    while len(got) < end - before and time.monotonic() < deadline:
+        records, error = consumer.poll(50, 1.0)
+        assert error is None and len(records) <= 50
+        got += records
+    for b, values in logs.items():
+        assert got == [[o, values[o]] for o in range(before, end)], b
+    t0 = time.monotonic()
+    assert consumer.poll(50, 1.0) == ([], None)
+    assert time.monotonic() - t0 < 1.0 + 1.0  # -e: kcat exits at the end, not at its deadline
+
+
+def test_kcat_failures_are_info_or_fail(tmp_path: Path) -> None:
+    """What kcat could not deliver is never `ok`: values for a partition that does
+    not exist are refused unsent (Delivery.sent false); with every broker down
+    each value of the run is an error that may have been written (sent), after
+    librdkafka's own retries until message.timeout.ms; a setting kcat does not
+    know is a ClientConfigError naming it."""
+    kcat_or_skip()
+    from workloads.kafka_clients import ClientConfigError, KcatProducer
+
+    backend = start("latest", tmp_path)
+    try:
+        producer = KcatProducer(backend.kafka_bootstrap(), "all", 500, 1000, {})
+        refused = producer.produce("t", 7, [1, 2, 3], 10)
+        assert [(d.error, d.sent) for d in refused] == [("Local: Unknown partition", False)] * 3
+        for b in BROKERS:
+            backend.kill(b)
+        down = producer.produce("t", 0, [4, 5, 6], 10)
+        assert all(d.error is not None and d.sent and d.offset is None for d in down), down
+        assert "Message timed out" in down[0].error
+        with pytest.raises(ClientConfigError, match="no.such.setting"):
+            KcatProducer(backend.kafka_bootstrap(), "all", 500, 1000, {"no.such.setting": 1})
+    finally:
+        backend.teardown()
 
 
 def _frame(sock: socket.socket) -> bytes:

@@ -48,7 +48,7 @@ from workloads.client_ops import KafkaClients
 from workloads.consumer import Consumer
 from workloads.continuous import ContinuousWorkload
 from workloads.history import History
-from workloads.kafka_clients import ClientConfigError
+from workloads.kafka_clients import ClientConfigError, require_client
 from workloads.producer import Producer, Values
 from workloads.runtime import Runtime
 
@@ -106,6 +106,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     if scenario.workload.get("client") and backend_class(opts.backend).deterministic:
         raise UsageError(f"workload client {scenario.workload['client']}: a real Kafka client "
                          f"needs real brokers; run it on the local, docker or ssh backend")
+    if scenario.workload.get("client"):
+        try:  # a client not installed here (kcat) is said before anything starts
+            require_client(scenario.workload["client"])
+        except ClientConfigError as e:
+            raise UsageError(str(e)) from None
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **options)
     steps = scenario.steps_for(opts.protocol)
     backend.expect({s.kind for s in steps})
@@ -192,7 +197,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             runner.run(step)
     except (HarnessError, RunWriteError) as e:
         error = e
-    except ClientConfigError as e:  # a real client refused the workload's settings
+    except ClientConfigError as e:  # a setting the client refused: the user's (exit 2)
         error = UsageError(str(e))
     except (KeyboardInterrupt, Interrupted) as e:
         error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
