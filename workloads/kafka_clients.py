@@ -349,12 +349,12 @@ def _kafka_python_metadata(bootstrap: str, topic: str, config: dict[str, Any],
     try:
         admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
                                        request_timeout_ms=int(timeout * 1000),
-                                       api_version_auto_timeout_ms=int(timeout * 1000))
+                                       bootstrap_timeout_ms=int(timeout * 1000))
     except kafka.errors.KafkaError as e:
         raise ClusterUnreachable(f"kafka-python got no metadata from {bootstrap}: "
                                  f"{type(e).__name__}") from None
     try:
-        brokers = {str(b["node_id"]): f"{b['host']}:{b['port']}"
+        brokers = {str(b["broker_id"]): f"{b['host']}:{b['port']}"
                    for b in admin.describe_cluster()["brokers"]}
         if topic not in admin.list_topics():
             return TopicMetadata(False, {}, {}, brokers)
@@ -364,10 +364,10 @@ def _kafka_python_metadata(bootstrap: str, topic: str, config: dict[str, Any],
                                  f"{type(e).__name__}") from None
     finally:
         admin.close()
-    parts = t["partitions"]
-    leaders = {p["partition"]: (str(p["leader"]) if p["leader"] >= 0 else None)
+    parts = t["partitions"]  # DescribeTopics' (Metadata response) field names
+    leaders = {p["partition_index"]: (str(p["leader_id"]) if p["leader_id"] >= 0 else None)
                for p in parts}
-    replicas = {p["partition"]: [str(r) for r in p["replicas"]] for p in parts}
+    replicas = {p["partition_index"]: [str(r) for r in p["replica_nodes"]] for p in parts}
     return TopicMetadata(True, leaders, replicas, brokers)
 
 
