@@ -39,6 +39,7 @@ from checker.anomalies.observations import consumer_steps
 from checker.context import CheckContext, Known
 from checker.finallog import FINAL_READ, KEY, final_log, final_polls, with_epochs
 from checker.heartbeat import Phases
+from checker.historyonly import unchecked
 from checker.junit import write_junit  # re-exported: `isrlab check --junit` looks here
 from checker.load import load_inputs
 from checker.output import write_check
@@ -129,6 +130,8 @@ def _notes(rd: RunDir, sources: list[dict[str, Any]], unjudged: list[str]) -> li
         )
     if not rd.has_events:
         notes.append("events.jsonl is missing; event-based figures are unavailable")
+    for kind, why in unchecked(rd.meta).items():
+        notes.append(f"{kind} not checked: {why}")
     return notes
 
 
@@ -174,7 +177,10 @@ def _result(
         "unjudged": v.unjudged,
         "anomaly_count": sum(totals.values()),
         "anomalies_listed": len(anomalies),
-        "kinds_checked": [k.name for k in REGISTRY],
+        # A history-only run (checker.historyonly) leaves some kinds unchecked:
+        # named, never counted as "none found".
+        "kinds_checked": [k.name for k in REGISTRY if k.name not in unchecked(rd.meta)],
+        "kinds_not_checked": unchecked(rd.meta),
         "final_log": sources,
         "final_log_fallback": any(s["source"] != FINAL_READ for s in sources),
         "truncated": [t.as_dict() for t in rd.torn],

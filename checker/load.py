@@ -150,7 +150,9 @@ def _load(
     line): _keep_lines. ``cols`` read ``j`` (the parsed line) and, for more than
     one run, ``file``, and start with ``run``."""
     return _keep_lines(
-        _read_json(spark, paths, schema, with_file=len(runs) != 1)
+        # No paths (a history-only run alone, checker.historyonly): ``cols`` may
+        # still name ``file``, which an empty read has all the same.
+        _read_json(spark, paths, schema, with_file=len(runs) != 1 or not paths)
         .select(*cols, problem().alias("problem")),
         runs,
     )

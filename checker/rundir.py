@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checker.historyonly import is_history_only
 from contract import (
     ANOMALY_KINDS,
     EVENTS,
@@ -181,7 +182,9 @@ def read_rundir(run: Path) -> RunDir:
         raise RunDirError(run, HISTORY, "missing file")
     rep = run / REPLICAS
     brokers = sorted(p.name for p in rep.iterdir() if p.is_dir()) if rep.is_dir() else []
-    if not brokers:
+    # A run on an existing Kafka cluster has no replica to read (checker.
+    # historyonly: the kinds that leaves unchecked); any other run must have them.
+    if not brokers and not is_history_only(meta):
         raise RunDirError(run, REPLICAS, "missing: no replicas/<broker>/ directories")
     states: list[dict[str, Any]] = []
     for b in brokers:

@@ -321,6 +321,7 @@ def render_run(run_dir: Path) -> Path:
             listed=len(data.anomalies),
             total=s.get("anomaly_count", len(data.anomalies)),
             kinds_checked=s.get("kinds_checked") or [],
+            kinds_not_checked=s.get("kinds_not_checked") or {},
             missing=s.get("missing") or [],
             config=_config(data.meta),
             figures=_figures(s, data.history if consumers is None else [], consumers),

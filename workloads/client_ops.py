@@ -17,8 +17,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from contract import FINAL_PROCESS
+from workloads.consumer import FinalReadError
 from workloads.history import FAIL, INFO, OK, History
-from workloads.kafka_clients import client_logger, consumer_driver, producer_driver
+from workloads.kafka_clients import (
+    ClusterUnreachable,
+    client_logger,
+    consumer_driver,
+    producer_driver,
+    read_to_end,
+)
 
 # How much longer than the client's own deadline (request timeout + retries) a
 # send waits for its delivery report.
@@ -144,3 +152,19 @@ class KafkaClients:
                  max_records: int = 100) -> ClientConsumer:
         return ClientConsumer(self.client, self.bootstrap, history, process, topic, partition,
                               max_records=max_records, config=self.config)
+
+    def final_read(self, history: History, topic: str, partition: int,
+                   timeout: float) -> dict[str, Any]:
+        """The final read through the client (a cluster isrlab cannot ask directly):
+        the partition's high watermark, then every record from offset 0 up to it,
+        as one `poll` op of process "final" -- workloads.consumer.final_read's
+        shape. Raises FinalReadError (after recording `fail`)."""
+        inv = history.invoke(FINAL_PROCESS, "poll", None, topic=topic, partition=partition,
+                             offset=0, client=self.client)
+        try:
+            records, hw = read_to_end(self.client, self.bootstrap, topic, partition,
+                                      self.config, timeout)
+        except ClusterUnreachable as e:
+            history.complete(inv, FAIL, error=str(e))
+            raise FinalReadError(f"final read of {topic}/{partition}: {e}") from None
+        return history.complete(inv, OK, records=records, hw=hw)

@@ -495,3 +495,186 @@ def consumer_driver(client: str, bootstrap: str, topic: str, partition: int, off
     if client == "kcat":
         return KcatConsumer(bootstrap, topic, partition, offset, config, name)
     raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+
+
+# -- an existing cluster: metadata and the final read ----------------------------
+
+
+class ClusterUnreachable(RuntimeError):
+    """The client could not get the cluster's metadata (a user error on an
+    external target: a wrong --bootstrap, exit 2)."""
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """What the client's metadata says of one topic: its partitions' leaders and
+    replicas (broker ids as strings; a leader None while there is none), and every
+    broker's host:port. `exists` false: the cluster does not know the topic."""
+
+    exists: bool
+    leaders: dict[int, str | None]
+    replicas: dict[int, list[str]]
+    brokers: dict[str, str]
+
+
+def topic_metadata(client: str, bootstrap: str, topic: str, config: dict[str, Any],
+                   timeout: float) -> TopicMetadata:
+    """The topic's metadata as `client` sees it, within `timeout` seconds; raises
+    ClusterUnreachable. Asks for every topic, never this one by name: a metadata
+    request naming a topic may create it on a broker that auto-creates topics."""
+    if client == "confluent-kafka":
+        return _confluent_metadata(bootstrap, topic, config, timeout)
+    if client == "kafka-python":
+        return _kafka_python_metadata(bootstrap, topic, config, timeout)
+    raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+
+
+def _confluent_metadata(bootstrap: str, topic: str, config: dict[str, Any],
+                        timeout: float) -> TopicMetadata:
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+    # Only the connection's settings apply to an admin client: the producer's
+    # and consumer's keys (acks, enable.idempotence) would be refused here.
+    settings = {"bootstrap.servers": bootstrap,
+                "logger": logging.getLogger("isrlab.clients"),
+                **{k: v for k, v in config.items()
+                   if k.startswith(("security.", "sasl.", "ssl.", "socket.", "client."))}}
+    try:
+        md = AdminClient(settings).list_topics(timeout=timeout)
+    except confluent_kafka.KafkaException as e:
+        raise ClusterUnreachable(f"confluent-kafka got no metadata from {bootstrap}: "
+                                 f"{e.args[0].str() if e.args else e}") from None
+    brokers = {str(b.id): f"{b.host}:{b.port}" for b in md.brokers.values()}
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return TopicMetadata(False, {}, {}, brokers)
+    leaders = {p.id: (str(p.leader) if p.leader >= 0 else None)
+               for p in t.partitions.values()}
+    replicas = {p.id: [str(r) for r in p.replicas] for p in t.partitions.values()}
+    return TopicMetadata(True, leaders, replicas, brokers)
+
+
+def _kafka_python_metadata(bootstrap: str, topic: str, config: dict[str, Any],
+                           timeout: float) -> TopicMetadata:
+    import kafka
+    import kafka.errors
+    try:
+        admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
+                                       request_timeout_ms=int(timeout * 1000),
+                                       bootstrap_timeout_ms=int(timeout * 1000))
+    except kafka.errors.KafkaError as e:
+        raise ClusterUnreachable(f"kafka-python got no metadata from {bootstrap}: "
+                                 f"{type(e).__name__}") from None
+    try:
+        brokers = {str(b["broker_id"]): f"{b['host']}:{b['port']}"
+                   for b in admin.describe_cluster()["brokers"]}
+        if topic not in admin.list_topics():
+            return TopicMetadata(False, {}, {}, brokers)
+        (t,) = admin.describe_topics([topic])
+    except kafka.errors.KafkaError as e:
+        raise ClusterUnreachable(f"kafka-python got no metadata from {bootstrap}: "
+                                 f"{type(e).__name__}") from None
+    finally:
+        admin.close()
+    parts = t["partitions"]  # DescribeTopics' (Metadata response) field names
+    leaders = {p["partition_index"]: (str(p["leader_id"]) if p["leader_id"] >= 0 else None)
+               for p in parts}
+    replicas = {p["partition_index"]: [str(r) for r in p["replica_nodes"]] for p in parts}
+    return TopicMetadata(True, leaders, replicas, brokers)
+
+
+def read_to_end(client: str, bootstrap: str, topic: str, partition: int,
+                config: dict[str, Any], timeout: float) -> tuple[list[list[int]], int]:
+    """Every record of one partition from offset 0 up to its high watermark as the
+    client reports it when the read starts: (records [[offset, value], ...], hw).
+    Raises ClusterUnreachable if the HW is not known, or the records up to it not
+    read, within `timeout` seconds. Records whose value is not an integer (not the
+    workload's) are passed over."""
+    deadline = time.monotonic() + timeout
+    if client == "confluent-kafka":
+        return _confluent_read_to_end(bootstrap, topic, partition, config, deadline)
+    if client == "kafka-python":
+        return _kafka_python_read_to_end(bootstrap, topic, partition, config, deadline)
+    raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+
+
+def _confluent_read_to_end(bootstrap: str, topic: str, partition: int,
+                           config: dict[str, Any], deadline: float
+                           ) -> tuple[list[list[int]], int]:
+    import confluent_kafka
+    settings = {"bootstrap.servers": bootstrap, "group.id": "isrlab-final-read",
+                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 100, "logger": logging.getLogger("isrlab.clients"),
+                **config}
+    c = confluent_kafka.Consumer(settings)
+    try:
+        tp = confluent_kafka.TopicPartition(topic, partition)
+        try:
+            _, hw = c.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(), 0.1))
+        except confluent_kafka.KafkaException as e:
+            raise ClusterUnreachable(f"no high watermark for {topic}/{partition}: "
+                                     f"{e.args[0].str() if e.args else e}") from None
+        records: list[list[int]] = []
+        position = 0
+        c.assign([confluent_kafka.TopicPartition(topic, partition, 0)])
+        while position < hw:
+            if time.monotonic() >= deadline:
+                raise ClusterUnreachable(f"read {topic}/{partition} up to offset {position} "
+                                         f"of hw {hw} only")
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error() is not None or m.offset() >= hw:
+                    continue
+                position = m.offset() + 1
+                value = _int_value(m.value())
+                if value is not None:
+                    records.append([m.offset(), value])
+            # The client's position passes offsets that hold no record for it
+            # (transaction markers, compacted ones).
+            position = max(position, c.position([tp])[0].offset)
+        return records, hw
+    finally:
+        c.close()
+
+
+def _kafka_python_read_to_end(bootstrap: str, topic: str, partition: int,
+                              config: dict[str, Any], deadline: float
+                              ) -> tuple[list[list[int]], int]:
+    import kafka
+    import kafka.errors
+    settings = {"bootstrap_servers": bootstrap.split(","), "group_id": None,
+                "client_id": "isrlab-final-read", "enable_auto_commit": False,
+                "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, **config}
+    try:
+        c = kafka.KafkaConsumer(**settings)
+    except kafka.errors.KafkaError as e:
+        raise ClusterUnreachable(f"kafka-python: {type(e).__name__}") from None
+    try:
+        tp = kafka.TopicPartition(topic, partition)
+        c.assign([tp])
+        try:
+            hw = c.end_offsets([tp])[tp]
+        except kafka.errors.KafkaError as e:
+            raise ClusterUnreachable(f"no high watermark for {topic}/{partition}: "
+                                     f"{type(e).__name__}") from None
+        c.seek(tp, 0)
+        records: list[list[int]] = []
+        position = 0
+        while position < hw:
+            if time.monotonic() >= deadline:
+                raise ClusterUnreachable(f"read {topic}/{partition} up to offset {position} "
+                                         f"of hw {hw} only")
+            try:
+                batches = c.poll(timeout_ms=500, max_records=1000)
+            except kafka.errors.KafkaError:
+                continue  # asked again until the deadline
+            for r in batches.get(tp, []):
+                if r.offset >= hw:
+                    continue
+                position = r.offset + 1
+                value = _int_value(r.value)
+                if value is not None:
+                    records.append([r.offset, value])
+            position = max(position, c.position(tp))  # as librdkafka's, above
+        return records, hw
+    finally:
+        c.close()

@@ -21,6 +21,11 @@ BACKENDS: dict[str, str] = {
     "ssh": "harness.backends.ssh:SshBackend",
     "sim": "harness.backends.sim:SimBackend",
 }
+# Backends no --backend offers: `external` (an existing Kafka cluster) is chosen by
+# `isrlab chaos --target kafka`, which reads the cluster's metadata first.
+HIDDEN: dict[str, str] = {
+    "external": "harness.backends.external:ExternalBackend",
+}
 
 
 def make_backend(name: str, spec: ClusterSpec, run_dir: Path, **options: Any) -> Backend:
@@ -31,7 +36,7 @@ def backend_class(name: str) -> type[Backend]:
     """The Backend subclass called `name`; UsageError if there is none or it cannot
     be imported (the docker SDK missing)."""
     try:
-        target = BACKENDS[name]
+        target = BACKENDS[name] if name in BACKENDS else HIDDEN[name]
     except KeyError:
         raise UsageError(
             f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}"

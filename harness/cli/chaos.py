@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from checker.verdict import VALID
+from harness.chaos.external import DEFAULT_PROTOCOL, DEFAULT_TOPIC, NO_FAULTS, external_target
 from harness.chaos.runs import CHAOS, ChaosConfig, chaos_run, parse_sets
 from harness.cli import checks, flags
 from harness.errors import HarnessError, Interrupted, UsageError
 from harness.run.runner import RunOptions, RunRecord, run_scenario
+from nemesis.schedule import parse_faults
 from reports.render import INDEX, render_index
 
 
@@ -89,12 +91,51 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c.add_argument("--results", type=Path, metavar="DIR",
                    help="append the results to this Parquet table")
     flags.add_output_flags(verbose=True, p=c)
+    _add_target_flags(c)
     return c
 
 
+def _add_target_flags(c: argparse.ArgumentParser) -> None:
+    """--target kafka (an existing cluster: harness.chaos.external), --bootstrap,
+    --topic; and what they change of the other flags: --protocol is needed only for
+    isrlab's own cluster, and --faults takes `none` (the only choice there)."""
+    c.add_argument("--target", choices=("kafka",), default=None,
+                   help="kafka: run the workload on an existing Kafka cluster (--bootstrap), "
+                        "no faults, checked from the history alone (docs/chaos.md)")
+    c.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
+                   help="--target kafka: the cluster's bootstrap servers")
+    c.add_argument("--topic", default=DEFAULT_TOPIC, metavar="NAME",
+                   help=f"--target kafka: the existing topic to use (default {DEFAULT_TOPIC})")
+    actions = c._option_string_actions  # argparse's table of the flags added above
+    actions["--protocol"].required = False  # checked in run(): not for --target kafka
+    parse = flags.typed(parse_faults)
+    actions["--faults"].type = lambda text: text.strip() if text.strip() == NO_FAULTS else (
+        parse(text) and text)  # kept as given: run() parses it for its target
+    actions["--faults"].default = None
+
+
 def run(args: argparse.Namespace) -> int:
+    args.faults_text = args.faults
+    external = None
+    if args.target == "kafka":
+        external = external_target(args)  # UsageError before anything starts
+        args.protocol = args.protocol or DEFAULT_PROTOCOL
+        args.client = external.client
+        args.partitions = external.partitions
+        args.backend = "external"
+        faults = []
+    else:
+        if args.bootstrap or args.topic != DEFAULT_TOPIC:
+            raise UsageError("--bootstrap and --topic apply to --target kafka only")
+        if args.protocol is None:
+            raise UsageError("--protocol VERSION is required: the Kafka version whose "
+                             "replication protocol the brokers run")
+        if args.faults_text == NO_FAULTS:
+            raise UsageError("--faults none applies to --target kafka only: a chaos run on "
+                             "isrlab's cluster injects faults")
+        faults = parse_faults(args.faults_text or "kill")
     broker_cfg, controller_cfg = parse_sets(args.sets)
-    cfg = ChaosConfig(protocol=args.protocol, time_limit=args.time_limit, faults=args.faults,
+    cfg = ChaosConfig(protocol=args.protocol, time_limit=args.time_limit, faults=faults,
                       acks=flags.acks_of(args), broker_config=broker_cfg,
                       controller_config=controller_cfg, brokers=args.brokers,
                       partitions=args.partitions, producers=args.producers,
@@ -111,15 +152,17 @@ def run(args: argparse.Namespace) -> int:
     batch = checks.new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
     batch_id = batch.name
     progress = flags.progress_of(args)
-    options = flags.backend_options(args)
-    faults = ",".join(str(f) for f in cfg.faults)
+    options = flags.backend_options(args) if external is None else external.backend_options()
+    faults = ",".join(str(f) for f in cfg.faults) or NO_FAULTS
+    where = args.backend if external is None else f"{external.bootstrap} (existing cluster)"
     progress.line(f"chaos: {args.runs} run(s) of {cfg.time_limit:g}s under {args.protocol} "
-                  f"on {args.backend}, faults {faults}, acks {args.acks}, seed {seed} "
+                  f"on {where}, faults {faults}, acks {args.acks}, seed {seed} "
                   f"(run i uses seed {seed}+i); runs in {batch}")
     records: list[RunRecord] = []
     interrupted: HarnessError | None = None
     for i in range(args.runs):
-        scenario, meta = chaos_run(cfg, seed + i)
+        scenario, meta = (chaos_run(cfg, seed + i) if external is None
+                          else external.run(cfg, seed + i))
         meta["chaos"].update(batch=batch_id, run=i + 1, runs=args.runs)
         record = run_scenario(scenario, RunOptions(
             protocol=args.protocol, backend=args.backend, seed=seed + i, runs_dir=batch,

@@ -15,6 +15,7 @@ from typing import Any
 from contract import CONTROLLER, PROCESS_FAULTS
 from harness.backends import admin
 from harness.backends.base import Backend
+from harness.backends.external import ExternalBackend
 from harness.errors import RunIncomplete
 from harness.progress import Progress
 from harness.run.observe import Observer, wait_for
@@ -352,6 +353,9 @@ class StepRunner:
         if step.args["heal"]:
             for op in ctx.nemesis.heal_all():
                 ctx.progress.line(f"  healed: {recovery_text(op)}")
+        if isinstance(ctx.backend, ExternalBackend):
+            self._final_read_client(step)
+            return
         for topic in ctx.backend.spec.topics:
             for partition, replicas in enumerate(topic["replicas"]):
                 deadline = ctx.rt.monotonic() + step.args["timeout"]
@@ -373,6 +377,23 @@ class StepRunner:
                         ctx.rt.sleep(0.1)
                 ctx.progress.line(f"  final read {topic['name']}/{partition} from {leader}: "
                                   f"{len(op['records'])} record(s), hw {op['hw']}")
+
+    def _final_read_client(self, step: Step) -> None:
+        """An external cluster's final read, through the workload's client: isrlab
+        sees neither its replicas' convergence nor its leaders, so each partition
+        is read up to the HW the client reports (workloads.client_ops)."""
+        ctx = self.ctx
+        assert ctx.clients is not None  # an external target always has a real client
+        for topic in ctx.backend.spec.topics:
+            for partition in range(topic["partitions"]):
+                try:
+                    op = ctx.clients.final_read(ctx.history, topic["name"], partition,
+                                                step.args["timeout"])
+                except FinalReadError as e:
+                    raise RunIncomplete(str(e)) from e
+                ctx.progress.line(f"  final read {topic['name']}/{partition} through "
+                                  f"{ctx.clients.client}: {len(op['records'])} record(s), "
+                                  f"hw {op['hw']}")
 
     def _await_converged(self, topic: str, partition: int, replicas: list[str],
                          timeout: float) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from contract import COMPLETE, CONTROLLER, INCOMPLETE, LOGS, RUN_JSON, RUNNING
 from contract.rundir import RunDirWriter, RunWriteError, RunWrites, new_run_id, utc_now
 from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
+from harness.backends.external import ExternalBackend
 from harness.backends.owner import Owner
 from harness.backends.sim import SimBackend
 from harness.backends.spec import ClusterSpec
@@ -36,6 +37,7 @@ from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError
 from harness.progress import Progress, StatusTicker
 from harness.run.collect import hosted_partitions, offline_replicas
 from harness.run.execute import StepContext, StepRunner
+from harness.run.external import ExternalObservation
 from harness.run.halt import HaltingRuntime
 from harness.run.observation import Observation
 from harness.run.observe import Observer, wait_for
@@ -224,8 +226,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         replicas_written = True
         try:
             how = watch.collect_replicas(run)
-            progress.line("replicas collected: " + ", ".join(f"{n} ({h})"
-                                                               for n, h in how.items()))
+            progress.line("replicas collected: " + (", ".join(f"{n} ({h})"
+                                                                for n, h in how.items())
+                                                     or "none (an external cluster)"))
         except RunWriteError as e:
             replicas_written = False
             progress.line(f"replicas not collected: {e}")
@@ -337,7 +340,9 @@ def _unknown_replicas(run: RunDirWriter, backend: Backend, progress: Progress) -
 
 def _observation(backend: Backend) -> Observation:
     """How this run watches its cluster: in-process for the simulator, else over
-    the wire."""
+    the wire; an external cluster not at all (harness.run.external)."""
+    if isinstance(backend, ExternalBackend):
+        return ExternalObservation(backend)
     return SimObservation(backend) if isinstance(backend, SimBackend) else Observation(backend)
 
 
@@ -351,7 +356,11 @@ def _window(progress: Progress, w: FaultWindow) -> None:
 
 def _wait_cluster_ready(backend: Backend, obs: Observer, rt: Runtime) -> None:
     """Every broker live at the controller and every replica knows its leader (a
-    write of the run that fails ends the wait: `rt`)."""
+    write of the run that fails ends the wait: `rt`). An external cluster: a leader
+    for every partition in the client's metadata (isrlab's status is not there)."""
+    if isinstance(backend, ExternalBackend):
+        backend.wait_leaders(STARTUP_TIMEOUT, rt)
+        return
     last: dict[str, Any] = {}
 
     def ready() -> bool:

@@ -76,7 +76,11 @@ def headline(data: RunData) -> Headline:
         cls = "data-anomaly"
     else:
         cls = "data-clean"
-        pieces.append("No acknowledged write lost; the replicas agree")
+        not_checked = s.get("kinds_not_checked") or {}
+        # A history-only run (an existing cluster) saw no replica: claim no agreement.
+        pieces.append("No acknowledged write lost; the replicas agree" if not not_checked
+                      else "No anomaly in the history; not checked: "
+                      + ", ".join(not_checked))
     text = "; ".join(pieces)
     verdict = str(s.get("verdict"))
     expected = list(s.get("expected") or [])

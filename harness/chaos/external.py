@@ -1,0 +1,110 @@
+"""`isrlab chaos --target kafka --bootstrap HOST:PORT[,...]`: the chaos workload on
+an existing Kafka cluster, through a real client (docs/chaos.md, "An existing
+Kafka cluster").
+
+Everything is checked before a run starts, each problem a UsageError (exit 2):
+the flags that have no meaning there (faults, `--set`, a backend), the bootstrap's
+form, that the client gets metadata from it within a bounded time, and that the
+topic exists (isrlab creates none on someone else's cluster). The topic's
+partitions, their replicas and the brokers are the metadata's. The run itself
+is a chaos run without faults on the `external` backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness.backends.external import TARGET
+from harness.chaos.runs import ChaosConfig, chaos_run
+from harness.errors import UsageError
+from harness.scenario.loader import Scenario
+from workloads.kafka_clients import ClusterUnreachable, TopicMetadata, topic_metadata
+
+DEFAULT_CLIENT = "confluent-kafka"
+DEFAULT_TOPIC = "t"
+DEFAULT_PROTOCOL = "latest"
+# Seconds the client has to get the cluster's metadata before the run is refused:
+# an unreachable --bootstrap is a user error, said within this time.
+METADATA_TIMEOUT = 10.0
+NO_FAULTS = "none"
+
+
+@dataclass
+class ExternalTarget:
+    bootstrap: str
+    topic: str
+    client: str
+    config: dict[str, Any]
+    metadata: TopicMetadata
+    brokers: list[str] = field(default_factory=list)
+
+    @property
+    def partitions(self) -> int:
+        return len(self.metadata.leaders)
+
+    def topics(self) -> list[dict[str, Any]]:
+        md = self.metadata
+        return [{"name": self.topic, "partitions": self.partitions,
+                 "replicas": [md.replicas.get(p, []) for p in range(self.partitions)]}]
+
+    def backend_options(self) -> dict[str, Any]:
+        return {"bootstrap": self.bootstrap, "client": self.client, "config": self.config,
+                "addresses": dict(self.metadata.brokers)}
+
+    def run(self, cfg: ChaosConfig, seed: int) -> tuple[Scenario, dict[str, Any]]:
+        """One run's scenario: the workload until the time limit, then the final
+        read, on the metadata's brokers and topic."""
+        scenario, meta = chaos_run(cfg, seed, ops=[{"at": cfg.time_limit, "f": "final-read"}])
+        workload = {**scenario.workload, "topic": self.topic}
+        scenario = replace(scenario, brokers=self.brokers, topics=self.topics(),
+                           workload=workload,
+                           description=f"chaos on {self.bootstrap} (existing Kafka cluster), "
+                                       f"no faults, for {cfg.time_limit:g}s (seed {seed})")
+        meta.update(target=TARGET, bootstrap=self.bootstrap)
+        return scenario, meta
+
+
+def external_target(args: argparse.Namespace) -> ExternalTarget:
+    """The cluster --bootstrap names, as the client sees it; UsageError for any
+    flag that does not apply, a bootstrap that does not answer, a missing topic."""
+    if not args.bootstrap:
+        raise UsageError("--target kafka needs --bootstrap HOST:PORT[,...]: the existing "
+                         "cluster's brokers")
+    if args.faults_text not in (None, NO_FAULTS):
+        raise UsageError(f"--faults {args.faults_text}: faults on an external cluster are "
+                         "not supported yet; give --faults none or leave it out")
+    for given, flag in ((args.sets, "--set"), (args.hosts, "--hosts"),
+                        (args.backend != "local", "--backend"),
+                        (args.net_loss or args.net_duplicate, "--net-loss/--net-duplicate")):
+        if given:
+            raise UsageError(f"{flag} does not apply to --target kafka: isrlab neither runs "
+                             "nor configures an existing cluster")
+    bootstrap = _bootstrap(args.bootstrap)
+    client = args.client or DEFAULT_CLIENT
+    config = dict(args.client_config)
+    try:
+        md = topic_metadata(client, bootstrap, args.topic, config, METADATA_TIMEOUT)
+    except ClusterUnreachable as e:
+        raise UsageError(f"--bootstrap {bootstrap}: {e} (within {METADATA_TIMEOUT:g}s); "
+                         "nothing was started") from None
+    if not md.exists:
+        raise UsageError(f"--topic {args.topic}: no such topic on {bootstrap}; isrlab creates "
+                         "no topic on an existing cluster: create it, or name another")
+    if sorted(md.leaders) != list(range(len(md.leaders))) or not md.leaders:
+        raise UsageError(f"--topic {args.topic}: the metadata lists partitions "
+                         f"{sorted(md.leaders)}, not 0..N-1")
+    ids = set(md.brokers) | {b for r in md.replicas.values() for b in r}
+    brokers = sorted(ids, key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0, b))
+    return ExternalTarget(bootstrap, args.topic, client, config, md, brokers)
+
+
+def _bootstrap(text: str) -> str:
+    """HOST:PORT[,...] as given, each part checked; UsageError naming the bad one."""
+    parts = [p.strip() for p in text.split(",")]
+    for p in parts:
+        host, colon, port = p.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--bootstrap {text}: {p!r} is not HOST:PORT")
+    return ",".join(parts)

@@ -1,0 +1,111 @@
+"""`isrlab chaos --target kafka`: the workload and the history-only check on an
+existing Kafka cluster -- here a reference cluster reached only through its Kafka
+listeners, as if it were someone else's. Bad input is one line, exit 2, nothing
+started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import descendants
+from test_kafka_listener import start
+
+from checker.historyonly import UNCHECKED
+
+pytestmark = [pytest.mark.e2e]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    backend = start("latest", tmp_path_factory.mktemp("external"))
+    try:
+        yield backend
+    finally:
+        backend.teardown()
+        assert descendants(os.getpid()) == []
+
+
+def chaos(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "chaos", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_chaos_on_an_existing_cluster(cluster, tmp_path: Path, client: str) -> None:
+    runs = tmp_path / "runs"
+    extra = [] if client == "confluent-kafka" else ["--client", client]  # the default
+    p = chaos("--target", "kafka", "--bootstrap", cluster.kafka_bootstrap(),
+              "--time-limit", "6s", "--runs-dir", str(runs), "--rate", "300", *extra)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (run,) = [d for d in runs.glob("*/*") if d.is_dir()]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["target"] == "kafka" and meta["bootstrap"] == cluster.kafka_bootstrap()
+    assert meta["backend"] == "external" and meta["workload"]["client"] == client
+    # No replica log and no events: nothing of the cluster was readable.
+    assert not any((run / "replicas").glob("*")) and not (run / "events.jsonl").exists()
+
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    acked: dict[int, set[int]] = {0: set(), 1: set()}
+    for op in ops:
+        if op["f"] == "send" and op["type"] == "ok":
+            acked[op["partition"]].add(op["value"])
+    assert all(acked.values()), "no acknowledged send on some partition"
+    finals = [op for op in ops if op["process"] == "final" and op["type"] == "ok"]
+    assert sorted(op["partition"] for op in finals) == [0, 1]  # one per partition
+    for op in finals:
+        values = [v for _, v in op["records"]]
+        assert acked[op["partition"]] <= set(values)  # every acknowledged value
+        assert op["hw"] == len(op["records"])  # a fresh topic: offsets 0..hw-1
+        assert [o for o, _ in op["records"]] == list(range(op["hw"]))
+
+    summary = json.loads((run / "check" / "summary.json").read_text())
+    assert summary["found"] == {} and summary["verdict"] == "valid"
+    assert summary["kinds_not_checked"] == UNCHECKED
+    assert not set(UNCHECKED) & set(summary["kinds_checked"])
+    assert {"lost-write", "duplicate", "nonmonotonic-poll", "poll-skip"} <= \
+        set(summary["kinds_checked"])
+    report = (run / "check" / "report.html").read_text()
+    assert "the replicas agree" not in report  # it saw no replica
+    assert "divergence not checked" in report
+
+
+def test_without_bootstrap_is_refused(tmp_path: Path) -> None:
+    p = chaos("--target", "kafka", "--time-limit", "2s", "--runs-dir", str(tmp_path))
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "--bootstrap" in p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_faults_are_refused(tmp_path: Path) -> None:
+    p = chaos("--target", "kafka", "--bootstrap", "127.0.0.1:9", "--faults", "kill",
+              "--time-limit", "2s", "--runs-dir", str(tmp_path))
+    assert p.returncode == 2
+    assert "faults on an external cluster are not supported yet" in p.stderr
+    assert p.stderr.strip().count("\n") == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_unreachable_bootstrap_is_refused_in_bounded_time(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    p = chaos("--target", "kafka", "--bootstrap", "127.0.0.1:9", "--time-limit", "2s",
+              "--runs-dir", str(tmp_path), timeout=60)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert time.monotonic() - t0 < 30
+    assert p.stderr.strip().count("\n") == 0 and "nothing was started" in p.stderr
+    assert "Traceback" not in p.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_missing_topic_is_refused(cluster, tmp_path: Path) -> None:
+    p = chaos("--target", "kafka", "--bootstrap", cluster.kafka_bootstrap(),
+              "--topic", "nope", "--time-limit", "2s", "--runs-dir", str(tmp_path))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "no such topic" in p.stderr
+    assert list(tmp_path.iterdir()) == []
