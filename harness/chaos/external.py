@@ -27,7 +27,7 @@ DEFAULT_TOPIC = "t"
 DEFAULT_PROTOCOL = "latest"
 # Seconds the client has to get the cluster's metadata before the run is refused:
 # an unreachable --bootstrap is a user error, said within this time.
-METADATA_TIMEOUT = 10.0
+METADATA_TIMEOUT = 15.0
 NO_FAULTS = "none"
 
 
