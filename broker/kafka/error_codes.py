@@ -3,7 +3,7 @@ reference broker's core answers with.
 
 The core's errors are strings (broker/PROTOCOL.md); the Kafka listener sends
 their numbers. The numbers never changed between releases; names did (code 6 was
-NOT_LEADER_FOR_PARTITION until Kafka 2.6 renamed it, KAFKA-9948), and a release
+NOT_LEADER_FOR_PARTITION until Kafka 2.6 renamed it, KAFKA-10223), and a release
 only sends the codes it knew, which the core's feature rows already ensure (no
 FENCED_LEADER_EPOCH before KIP-320's 2.1, no sequence errors before 0.11).
 """
