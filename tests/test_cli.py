@@ -57,7 +57,8 @@ def test_scenarios_lists_the_three() -> None:
     # expectations per variant, indented.
     names = [line.split(":")[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
     assert names == ["acks1-failover-loss", "alter-partition-stale-incarnation",
-                     "follower-gc-pause", "hw-lags-one-fetch", "isr-flapping-lag-messages",
+                     "follower-gc-pause", "hw-lags-one-fetch",
+                     "idempotent-producer-leader-change", "isr-flapping-lag-messages",
                      "kafka-7415-epoch-gap-divergence",
                      "kip101-hw-truncation-loss", "kip101-power-loss-divergence",
                      "kip279-unclean-divergence", "kip320-stale-metadata-divergence",
@@ -73,7 +74,10 @@ def test_scenarios_lists_the_three() -> None:
     reach, expect = r.stdout.splitlines()[at + 1:at + 3]
     assert reach.startswith("    reachable from 2.7: AlterIsr (KIP-497) first sends")
     assert expect == "    expect 0.10+ not reachable · 2.7+ lost-write · 3.7+ none"
-    assert sum("reachable from" in line for line in r.stdout.splitlines()) == 1
+    # ... and the one whose path exists only from 0.11 (KIP-98's idempotent producer).
+    assert sum("reachable from" in line for line in r.stdout.splitlines()) == 2
+    assert "    reachable from 0.11: no idempotent producer before KIP-98 (Kafka 0.11.0), " \
+           "so no sequence numbers to resend with" in r.stdout.splitlines()
 
 
 def test_unknown_scenario() -> None:
