@@ -429,3 +429,18 @@ def test_a_setting_the_client_refuses_is_one_line_exit_2(tmp_path: Path) -> None
     assert r.returncode == 2, r.stderr
     assert "confluent-kafka refused the" in r.stderr and "no.such.setting" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_matrix_on_sim_refuses_a_real_client_row_by_name(tmp_path: Path) -> None:
+    """Named, a row on a real Kafka client is refused on the simulator (exit 2,
+    nothing run); unnamed it is left out of a sim matrix with a line saying so
+    (matrix.run)."""
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "matrix", "--backend", "sim",
+                        "--scenario", "idempotent-producer-leader-change",
+                        "--runs-dir", str(tmp_path / "runs")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("isrlab: idempotent-producer-leader-change: a real Kafka "
+                                "client needs real brokers; run it on the local, docker or "
+                                "ssh backend")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

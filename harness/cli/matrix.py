@@ -24,8 +24,10 @@ from pathlib import Path
 from broker.protocol import VERSIONS
 from contract import CHECK, REPORT_HTML
 from contract.rundir import readable_meta
+from harness.backends import backend_class
 from harness.cli import cellrun, checks, flags
 from harness.cli.cellrun import OK_MARK, RUNS_INDEX
+from harness.errors import UsageError
 from harness.scenario.loader import (
     NOT_REACHABLE,
     Scenario,
@@ -78,9 +80,19 @@ def run(args: argparse.Namespace) -> int:
     scenarios = [flags.with_client(args, load_scenario(find_scenario(n))) for n in names]
     rows = [v for s in scenarios for v in all_variants(s)]
     protocols = list(dict.fromkeys(args.protocol or VERSIONS))
+    progress = flags.progress_of(args)
+    # A real Kafka client needs real brokers: on the simulator a row that names one
+    # is refused when asked for by name, else left out (with a line saying so).
+    on_client = sorted({r.name for r in rows if r.workload.get("client")})
+    if on_client and backend_class(args.backend).deterministic:
+        if args.scenario:
+            raise UsageError(f"{', '.join(on_client)}: a real Kafka client needs real "
+                             f"brokers; run it on the local, docker or ssh backend")
+        rows = [r for r in rows if not r.workload.get("client")]
+        progress.line(f"left out on {args.backend} (a real Kafka client needs real brokers): "
+                      f"{', '.join(on_client)}")
     checks.require_master()  # ISRLAB_SPARK_MASTER: before any cell runs
     options_at = cellrun.slot_options(args)  # a bad --jobs or --hosts: before the batch
-    progress = flags.progress_of(args)
     batch = checks.new_batch(args.runs_dir, "matrix")
     unreached = sum(not r.reachable_at(p) for r in rows for p in protocols)
     progress.line(f"matrix: {len(rows)} row(s) x {len(protocols)} version(s) x {args.runs} "
