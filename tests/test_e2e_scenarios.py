@@ -118,8 +118,13 @@ CLIENTS = ["confluent-kafka", "kafka-python", "kcat"]
 CLIENT_ROWS = ["kip101-hw-truncation-loss", "kip101-power-loss-divergence",
                "kip279-unclean-divergence"]
 CLIENT_PROTOCOLS = ["0.10", "latest"]
+# kafka-python is idempotent by default (enable_idempotence true in 3.0): from 0.11
+# the power cycle of kip101-power-loss-divergence takes m1 and its sequence number
+# with it, so the new leader answers m2 OUT_OF_ORDER_SEQUENCE_NUMBER (as Kafka does)
+# and the step expecting ok does not hold: that path is not one it takes there.
+NOT_A_CLIENT_PATH = {("kip101-power-loss-divergence", "kafka-python", "latest")}
 CLIENT_CASES = [("local", f"{n}@{c}", p) for n in CLIENT_ROWS for c in CLIENTS
-                for p in CLIENT_PROTOCOLS] + [
+                for p in CLIENT_PROTOCOLS if (n, c, p) not in NOT_A_CLIENT_PATH] + [
     ("docker", f"kip101-hw-truncation-loss@{c}", p) for c in CLIENTS for p in CLIENT_PROTOCOLS]
 CASES += CLIENT_CASES
 ISOLATED = TESTS / "data" / "leader-isolated.yaml"

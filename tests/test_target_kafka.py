@@ -24,8 +24,11 @@ pytestmark = [pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    # One per test: a run's values start at 0, so a second run into the same topic
+    # would find its values there already (each run expects a fresh topic; a
+    # shared cluster made the second client's run "duplicate" every value).
     backend = start("latest", tmp_path_factory.mktemp("external"))
     try:
         yield backend
