@@ -363,8 +363,13 @@ class Partition:
                 self._emit("producer-refused", error=check.error, **batch)
                 return LeaderAppend(check.error, None, self._take())
             if check.duplicate is not None:
+                # the record the batch starts with, so a report can name what the
+                # resend was (the log may have been trimmed: then nothing)
+                held = self.log.read(check.duplicate.first_offset,
+                                     check.duplicate.first_offset + 1, 1)
                 self._emit("producer-duplicate", offset=check.duplicate.first_offset,
-                           last_offset=check.duplicate.last_offset, **batch)
+                           last_offset=check.duplicate.last_offset,
+                           held=[held[0].epoch, held[0].value] if held else None, **batch)
                 return LeaderAppend(None, check.duplicate.first_offset, self._take(),
                                     check.duplicate.last_offset, duplicate=True)
             info = (producer.producer_id, producer.producer_epoch, producer.base_sequence,

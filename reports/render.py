@@ -28,7 +28,8 @@ MAX_EVENTS = 2000
 # A story line's kind, as its tag in the report.
 KIND_WORDS = {"ack": "acked", "fault": "fault", "power-cycle": "power cycle", "halt": "halt",
               "truncate": "truncation", "election": "election", "final": "final read",
-              "resend": "resent", "kept": "kept", "epoch": "epoch answer"}
+              "resend": "resent", "kept": "kept", "epoch": "epoch answer",
+              "recognised": "resend recognised"}
 
 _CONFIG_KEYS = (
     "run_id",

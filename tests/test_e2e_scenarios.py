@@ -281,6 +281,30 @@ def test_isolated_leader_acks_nothing_and_loses_nothing(checked: dict, backend: 
     assert result.anomalies == [] and result.verdict == "valid"
 
 
+@pytest.mark.parametrize("protocol", ["0.11", "4.1"])
+@pytest.mark.parametrize(("variant", "kind", "said"), [
+    ("idempotence-on", "recognised", "B recognises a resend: producer "),
+    ("idempotence-off", "resend", "B appends value 1 a second time, at offset 2 (epoch 1): "
+                                  "the producer (confluent-kafka) sent it again")])
+def test_report_shows_the_producers_resend(checked: dict, variant: str, kind: str, said: str,
+                                           protocol: str) -> None:
+    """librdkafka resends m1 to B after A dies: the report's story tells the resend,
+    recognised by its sequence numbers (KIP-98) or appended a second time, after B's
+    election holding the first copy."""
+    from test_report_story import causes, story_lines
+
+    from reports.render import render_run
+
+    rec, _ = _case(checked, "local", f"idempotent-producer-leader-change-{variant}", protocol)
+    report = render_run(rec.run_dir).read_text()
+    lines = story_lines(report)
+    (n,) = [n for n, ln in lines.items() if ln["kind"] == kind]
+    assert lines[n]["text"].startswith(said), lines[n]["text"]
+    (cause,) = [c for c in causes(report) if c["kind"] in ("recognised", "duplicate")]
+    assert [k for k, _ in cause["steps"]][:2] == ["election", kind]
+    assert lines[cause["steps"][0][1]]["node"] == "B"
+
+
 def _replica_logs(run_dir: Path) -> dict[str, list[tuple]]:
     return {d.name: [(r["topic"], r["partition"], r["offset"], r["epoch"], r["value"])
                      for r in map(json.loads, (d / "log.jsonl").read_text().splitlines())]

@@ -125,6 +125,8 @@ def test_retry_of_the_last_batch_answers_the_original_offsets(acks):
     assert (err, offset) == (None, 1)
     assert [(e.type, e.fields["offset"], e.fields["last_offset"]) for e in effects] == [
         ("producer-duplicate", 1, 3)]
+    # the record the batch starts with, [leader epoch, value], names it in a report
+    assert effects[0].fields["held"] == [p.leader_epoch, 1]
     assert values(p) == [9, 1, 2, 3]
 
 

@@ -203,8 +203,8 @@ def test_every_truncation_rule_has_words() -> None:
 
 
 def _run(events: list[dict], history: list[dict], anomalies: list[dict],
-         logs: dict | None = None) -> RunData:
-    return RunData(Path("."), {"protocol": "0.10", "labels": {}}, {"found": {}}, anomalies,
+         logs: dict | None = None, protocol: str = "0.10") -> RunData:
+    return RunData(Path("."), {"protocol": protocol, "labels": {}}, {"found": {}}, anomalies,
                    logs or {}, {}, history, events, {})
 
 
@@ -389,6 +389,82 @@ def test_lost_writes_with_one_chain_are_told_once() -> None:
     assert c.offsets == [1, 2, 3]
     assert [s.line.kind for s in c.steps] == ["ack", "truncate", "election"]
     assert c.steps[0].label == "3 writes acknowledged"
+
+
+_PART = {"topic": "t", "partition": 0}
+_TWO_LEADERS = [
+    {"time": 10, "node": "controller", "type": "leader-elected", **_PART, "leader": "A",
+     "leader_epoch": 0, "isr": ["A", "B"]},
+    {"time": 50, "node": "controller", "type": "leader-elected", **_PART, "leader": "B",
+     "leader_epoch": 1, "isr": ["B"]},
+]
+
+
+@pytest.mark.parametrize(("protocol", "why"), [
+    ("0.10", "Kafka 0.10 has no idempotent producer (KIP-98 came in 0.11.0)"),
+    ("latest", "The producer is not idempotent (enable.idempotence off)")])
+def test_a_duplicate_without_a_network_duplicate_is_the_producers_resend(
+        protocol: str, why: str) -> None:
+    """A value at offset 1 (epoch 0, A) and 2 (epoch 1, B), one send acknowledged at
+    2 by a real client, and no net-duplicated event: B, elected holding the first
+    copy, appended the producer's resend; why nothing told it apart depends on the
+    release (KIP-98)."""
+    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
+            {"index": 1, "time": 60, "process": 0, "type": "ok", "f": "send", **_PART,
+             "value": 7, "offset": 2, "acks": "all", "client": "confluent-kafka"},
+            {"index": 2, "time": 70, "process": "final", "type": "ok", "f": "read", **_PART,
+             "records": [[0, 6], [1, 7], [2, 7]]}]
+    dup = {"kind": "duplicate", **_PART, "witness": {
+        **_PART, "value": 7, "at": [{"offset": 1, "epoch": 0}, {"offset": 2, "epoch": 1}],
+        "sends": [{"index": 1, "type": "ok", "offset": 2}]}}
+    st, _ = story.build(_run(_TWO_LEADERS, hist, [dup], protocol=protocol))
+    (c,) = st.causes
+    assert (c.kind, c.offsets) == ("duplicate", [1, 2]) and c.explained
+    assert [s.line.kind for s in c.steps] == ["election", "resend", "ack", "final"]
+    election, resend = c.steps[0].line, c.steps[1].line
+    assert "It still holds value 7 at offset 1." in election.text
+    assert resend.text.startswith(
+        "B appends value 7 a second time, at offset 2 (epoch 1): the producer "
+        "(confluent-kafka) sent it again, never having had an answer to the send written "
+        "at offset 1 in epoch 0 by A."), resend.text
+    assert why in resend.text
+    # the resend comes before the acknowledgement it got (same time)
+    assert resend.n < c.steps[2].line.n
+
+
+def _recognised(i: int, t: int) -> dict:
+    return {"time": t, "node": "B", "type": "producer-duplicate", **_PART, "leader_epoch": 1,
+            "offset": i, "last_offset": i, "held": [0, 100 + i], "producer_id": 5,
+            "producer_epoch": 0, "base_sequence": i, "count": 1}
+
+
+def test_a_recognised_resend_is_told_in_a_run_without_anomalies() -> None:
+    """An idempotent producer's resend that B found in its log (producer-duplicate):
+    B's election holding it, the recognition with the batch's sequence and where it
+    came from, and the acknowledgement with the first copy's offset."""
+    hist = [{"index": 0, "time": 55, "process": 0, "type": "invoke", "f": "send"},
+            {"index": 1, "time": 61, "process": 0, "type": "ok", "f": "send", **_PART,
+             "value": 101, "offset": 1, "acks": "all", "client": "confluent-kafka"}]
+    st, _ = story.build(_run(_TWO_LEADERS + [_recognised(1, 60)], hist, [],
+                             protocol="latest"))
+    (c,) = [c for c in st.causes if c.kind == "recognised"]
+    assert c.title == "value 101, resent to B, stored once" and c.offsets == [1]
+    assert [s.line.kind for s in c.steps] == ["election", "recognised", "ack"]
+    assert c.steps[1].line.text.startswith(
+        "B recognises a resend: producer 5 (epoch 0) sends sequence 1 again, a batch it "
+        "holds at offset 1 (value 101 (epoch 0), written by A). It answers with that offset "
+        "and appends nothing"), c.steps[1].line.text
+    assert "KIP-98" in c.steps[1].line.text
+
+
+def test_recognised_resends_past_the_first_few_are_counted() -> None:
+    evs = _TWO_LEADERS + [_recognised(i, 60 + i) for i in range(7)]
+    st, _ = story.build(_run(evs, [], [], protocol="latest"))
+    told = [c for c in st.causes if c.kind == "recognised"]
+    assert len(told) == 5
+    assert told[-1].steps[-1].line.text.endswith(
+        "2 more resends were recognised in this run (the timeline lists each "
+        "producer-duplicate event).")
 
 
 @pytest.mark.spark

@@ -7,7 +7,8 @@ was written), what it wrote there instead, which replicas then removed or kept
 their copy. For a divergence at offset o, it finds the election of the newer
 record's epoch, why that leader lacked the older record, and which truncation
 kept the older one on the other replica. A duplicate is told by the produce
-request the network handed its leader twice. Facts shared by several anomalies
+request the network handed its leader twice, or by the producer's resend
+(reports.story.resends). Facts shared by several anomalies
 are one line, told once.
 """
 
@@ -19,6 +20,7 @@ from reports.rundata import RunData, pkey
 from reports.story.facts import Election, Item, RunFacts, int_or, rule_of, time_ns
 from reports.story.kept import kept_causes
 from reports.story.lines import Cause, Line, Step, Story
+from reports.story.resends import client_resend, recognised_causes
 from reports.story.words import FAULT_WORDS, RULES, line_text, rec_text, value_name
 from reports.units import fmt_time, offsets_phrase
 
@@ -257,15 +259,18 @@ class _Builder:
     def duplicate(self, a: dict[str, Any]) -> Cause | None:
         """A value at two offsets, told by the produce request the network handed its
         leader twice (the sim's `--net-duplicate`): the ack, the second copy, the
-        final read. Without such an event the story has nothing to tell."""
+        final read. Without such an event, by the producer's own resend
+        (reports.story.resends)."""
         f = self.f
         w, part = _witness(a)
         v = w.get("value")
         offsets = sorted(x["offset"] for x in w.get("at") or []
                          if isinstance(x, dict) and isinstance(x.get("offset"), int))
         resends = f.resends.get(part, {}).get(v, [])
-        if len(offsets) < 2 or not resends:
+        if len(offsets) < 2:
             return None
+        if not resends:  # no network duplicate: the producer sent it again
+            return client_resend(self, w, part)
         steps: list[Step] = []
         for s in w.get("sends") or []:
             op = f.ops.get(s.get("index")) if isinstance(s, dict) else None
@@ -363,7 +368,8 @@ def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts
             continue
         causes.append(cause)
     if not data.anomalies:
-        causes = kept_causes(b)  # what kept the records at risk
+        # what kept the records at risk, and the resends recognised as such
+        causes = kept_causes(b) + recognised_causes(b)
     lines = sorted(b.lines.values(), key=lambda ln: (time_ns(ln.time), _KIND_ORDER.get(ln.kind, 9)))
     lines = _merge_acks(lines, causes)
     for i, ln in enumerate(lines, 1):
@@ -380,8 +386,9 @@ def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts
                  [(r, RULES[r]) for r in named]), f
 
 
-_KIND_ORDER = {"fault": 0, "ack": 1, "resend": 2, "power-cycle": 2, "halt": 3, "truncate": 3,
-               "kept": 3, "epoch": 3, "election": 4, "final": 6}
+# a producer's resend comes before the acknowledgement it got at the same time
+_KIND_ORDER = {"fault": 0, "resend": 0.5, "ack": 1, "recognised": 2, "power-cycle": 2,
+               "halt": 3, "truncate": 3, "kept": 3, "epoch": 3, "election": 4, "final": 6}
 
 
 def _merge_acks(lines: list[Line], causes: list[Cause]) -> list[Line]:

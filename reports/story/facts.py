@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from broker.protocol import Features, features
 from reports.rundata import RunData, pkey
 from reports.units import is_number
 
@@ -103,6 +104,9 @@ class RunFacts:
         self.acks: dict[str, dict[int, list[dict[str, Any]]]] = {}
         # part -> value -> the sim's net-duplicated events of a produce carrying it
         self.resends: dict[str, dict[Any, list[Item]]] = {}
+        # part -> an idempotent producer's resends its leader recognised (KIP-98):
+        # the broker's producer-duplicate events
+        self.recognised: dict[str, list[Item]] = {}
         labels = data.meta.get("labels") or {}
         self.labels = {v: lab for lab, vs in labels.items() if isinstance(vs, list) for v in vs}
         # The events the check kept for the report (checker.reportevents), each with
@@ -156,6 +160,8 @@ class RunFacts:
             elif typ == "net-duplicated" and it.get("request") == "produce":
                 for v in it.get("values") or []:
                     self.resends.setdefault(part, {}).setdefault(v, []).append(it)
+            elif typ == "producer-duplicate":
+                self.recognised.setdefault(part, []).append(it)
             if node == "controller" and typ in ("leader-elected", "isr-shrink", "isr-expand",
                                                 "leader-offline"):
                 self.isr_changes.setdefault(part, []).append(it)
@@ -432,3 +438,11 @@ def rule_of(tr: Item) -> str | None:
     rule = tr.get("rule")
     return rule if isinstance(rule, str) else REASON_RULE.get(str(tr.get("reason")))
 
+
+
+def run_features(protocol: Any) -> Features | None:
+    """The run's protocol's rules (broker.protocol), None for an unknown protocol."""
+    try:
+        return features(str(protocol))
+    except (KeyError, ValueError):
+        return None

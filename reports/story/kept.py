@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol import features
-from reports.story.facts import Item, int_or, rule_of, time_ns
+from reports.story.facts import Item, int_or, rule_of, run_features, time_ns
 from reports.story.lines import Cause, Line, Step
 from reports.story.words import rec_text, value_name
 from reports.units import offsets_phrase
@@ -119,10 +118,8 @@ def _rule(trs: list[Item], asked: list[Item]) -> str:
 
 def _truncation(protocol: Any) -> str:
     """The protocol's truncation rule (broker.protocol), "" for an unknown protocol."""
-    try:
-        return features(str(protocol)).truncation
-    except (KeyError, ValueError):
-        return ""
+    feats = run_features(protocol)
+    return feats.truncation if feats is not None else ""
 
 
 def _answer(x: Item) -> str:

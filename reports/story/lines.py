@@ -21,6 +21,7 @@ class Line:
     key: str
     time: int | None
     kind: str  # ack | fault | halt | truncate | power-cycle | election | final | kept | epoch
+    #            | resend | recognised
     item: Item | None
     node: str | None = None
     part: str | None = None
@@ -47,7 +48,9 @@ class Line:
     isr: list[str] | None = None  # ack: the ISR when it was acknowledged
     window: Window | None = None  # fault
     restart: tuple[Item, int] | None = None  # power-cycle: the restart and its LEO
-    said: str = ""  # kept, epoch (reports.story.kept): the sentence, composed there
+    # kept, epoch (reports.story.kept), a producer's resend and a recognised one
+    # (reports.story.resends): the sentence, composed there
+    said: str = ""
 
     @property
     def ref(self) -> str | None:
@@ -79,7 +82,7 @@ class Cause:
     def explained(self) -> bool:
         """Whether a protocol step (election, truncation, power cycle, fault) is named."""
         return bool(self.kinds & {"election", "truncate", "power-cycle", "fault", "resend",
-                                  "halt", "kept", "epoch"})
+                                  "halt", "kept", "epoch", "recognised"})
 
 
 @dataclass

@@ -171,7 +171,7 @@ def _lost_at(ln: Line, f: RunFacts) -> list[Any]:
 def line_text(ln: Line, f: RunFacts) -> str:
     """A story line's sentence, once every anomaly has added its part to the line."""
     it = ln.item
-    if ln.kind in ("kept", "epoch"):
+    if ln.said:  # composed where the line was made (kept, epoch, resends)
         return ln.said
     if ln.kind == "ack":
         if ln.node in (None, "None"):
