@@ -1,5 +1,5 @@
 """Consumer groups on the reference broker, driven by real Kafka clients
-(kafka-python, confluent-kafka/librdkafka) against a real local cluster: a member
+(kafka-python, confluent-kafka/librdkafka, kcat's -G) against a real local cluster: a member
 subscribes, consumes, commits and leaves (closes, or is killed and its session
 expires); the next member of the group resumes exactly at the committed offsets
 and gets every record after them -- also when the broker the first member used
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import descendants, free_port
+from conftest import descendants, free_port, kcat_or_skip
 
 from broker.protocol import PROTOCOLS
 from harness.backends import make_backend
@@ -59,13 +59,13 @@ def status(backend) -> dict:
     return Runtime().request(backend.address(CONTROLLER), {"type": "status"}, 2.0)
 
 
-def produce(backend) -> None:
+def produce(backend, bootstrap: str | None = None, count: int = PER_PARTITION) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=backend.kafka_bootstrap(), acks="all",
-                             value_serializer=lambda v: str(v).encode())
+    producer = KafkaProducer(bootstrap_servers=bootstrap or backend.kafka_bootstrap(),
+                             acks="all", value_serializer=lambda v: str(v).encode())
     futures = [producer.send("t", p * 1000 + i, partition=p)
-               for p in (0, 1) for i in range(PER_PARTITION)]
+               for p in (0, 1) for i in range(count)]
     for f in futures:
         f.get(timeout=20)
     producer.close()
@@ -193,3 +193,75 @@ def test_every_release_line(tmp_path: Path, release: str, client: str) -> None:
         check_resumed(resume(client, backend.kafka_bootstrap(), "g"), committed)
     finally:
         backend.teardown()
+
+
+def kcat_member(bootstrap: str, group: str, count: int, *extra: str) -> subprocess.Popen:
+    """kcat's balanced consumer (-G, librdkafka's KafkaConsumer): `count` records,
+    one "partition offset" line each; librdkafka stores each one's offset as it is
+    handed out and commits them (auto commit, and on close)."""
+    return subprocess.Popen(
+        ["kcat", "-q", "-b", bootstrap, "-G", group, "-c", str(count), "-f", "%p %o\\n",
+         "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=1500",
+         "-X", "heartbeat.interval.ms=300", *extra, "t"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kcat_offsets(lines: list[str]) -> dict[int, list[int]]:
+    got: dict[int, list[int]] = {0: [], 1: []}
+    for line in lines:
+        p, o = line.split()
+        got[int(p)].append(int(o))
+    return got
+
+
+def committed_offsets(backend, group: str) -> dict[int, int]:
+    """The group's committed offsets by partition ({} before its first commit)."""
+    g = (status(backend).get("groups") or {}).get(group) or {}
+    return {p: o for _, p, o in g.get("offsets") or []}
+
+
+@pytest.mark.parametrize("then", ["close", "kill-coordinator"])
+def test_kcat_member_hands_over_at_the_committed_offsets(cluster, then: str) -> None:
+    """kcat -G. close: the first member consumes 30 records and exits, committing on
+    close; the next member starts at each partition's committed offset (earliest
+    where none was) and gets every record after it. kill-coordinator: the first
+    member consumes everything and auto-commits; the broker its group requests came
+    through is killed, and so is it (no LeaveGroup); 50 more records per partition
+    are written; the next member, through the other brokers, gets exactly those."""
+    kcat_or_skip()
+    boot, end = cluster.kafka_bootstrap(), PER_PARTITION
+    first = kcat_member(boot, "g", 30 if then == "close" else 10_000,
+                        "-X", "auto.commit.interval.ms=100")
+    try:
+        if then == "close":
+            out, err = first.communicate(timeout=60)
+            assert first.returncode == 0, err
+            consumed = kcat_offsets(out.splitlines())
+            assert sum(map(len, consumed.values())) == 30
+            committed = committed_offsets(cluster, "g")
+            # what it handed out, committed on close: the next offset per partition
+            assert committed == {p: offs[-1] + 1 for p, offs in consumed.items() if offs}
+        else:
+            everything = {0: PER_PARTITION, 1: PER_PARTITION}
+            deadline = time.monotonic() + 60
+            while (committed := committed_offsets(cluster, "g")) != everything \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert committed == everything, "no auto-commit of every record within 60 s"
+            coordinator = status(cluster)["groups"]["g"]["via"]
+            cluster.kill(coordinator)
+            first.kill()  # no LeaveGroup: its session must expire
+            first.communicate(timeout=30)
+            boot = ",".join(cluster.kafka_address(b) for b in BROKERS if b != coordinator)
+            produce(cluster, boot, 50)
+            end += 50
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    start = {p: committed.get(p, 0) for p in (0, 1)}
+    second = kcat_member(boot, "g", sum(end - o for o in start.values()))
+    out, err = second.communicate(timeout=90)
+    assert second.returncode == 0, err
+    got = kcat_offsets(out.splitlines())
+    assert got == {p: list(range(start[p], end)) for p in (0, 1)}, (start, err)
