@@ -237,6 +237,36 @@ def test_lost_write_without_new_truncate_fields() -> None:
     assert "B's log ends at offset 1: it lacks value 7 at offset 2" in st.lines[2].text
 
 
+@pytest.mark.parametrize(("via", "unclean", "how"), [
+    ("last-known-leader", True, "(unclean: ISR and ELR were empty and B was the partition's "
+     "last known leader, elected on its return even after an unclean restart: KIP-966's "
+     "balanced recovery)"),
+    ("elr", False, "(from the ELR (KIP-966): ISR empty, B stayed eligible)"),
+    ("isr", False, "(clean, ISR B)")])
+def test_an_election_says_which_kip_966_rule_chose_its_leader(via: str, unclean: bool,
+                                                               how: str) -> None:
+    """The controller's leader-elected `via`: the ISR, the ELR, or the last known leader
+    once ISR and ELR are empty (PartitionChangeBuilder, 4.1's default)."""
+    ev = [
+        {"time": 10, "node": "controller", "type": "leader-elected", "topic": "t",
+         "partition": 0, "leader": "A", "leader_epoch": 0, "isr": ["A", "B"]},
+        {"time": 50, "node": "controller", "type": "leader-elected", "topic": "t",
+         "partition": 0, "leader": "B", "leader_epoch": 1, "isr": ["B"], "unclean": unclean,
+         "via": via},
+        {"time": 51, "node": "B", "type": "became-leader", "topic": "t", "partition": 0,
+         "leader_epoch": 1, "leo": 1, "hw": 1, "isr": ["B"]},
+    ]
+    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
+            {"index": 1, "time": 21, "process": 0, "type": "ok", "f": "send", "topic": "t",
+             "partition": 0, "value": 7, "offset": 2, "acks": "all", "node": "A"}]
+    lost = {"kind": "lost-write", "topic": "t", "partition": 0, "witness": {
+        "topic": "t", "partition": 0, "value": 7, "acked_offset": 2, "op": {"index": 1},
+        "held_by": []}}
+    st, _ = story.build(_run(ev, hist, [lost], protocol="4.1"))
+    (el,) = [ln for ln in st.lines if ln.kind == "election"]
+    assert el.text.startswith(f"The controller elects B leader of epoch 1 {how}"), el.text
+
+
 def test_story_says_why_a_broker_halted() -> None:
     """0.10-2.0: a follower ahead of its leader, unclean election off, halts its broker
     (ReplicaFetcherThread.handleOffsetOutOfRange); restarted, it truncates to its HW

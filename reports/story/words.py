@@ -134,7 +134,13 @@ def _halt_text(it: Item, f: RunFacts, part: str) -> str:
 
 
 def _election_text(ln: Line, el: Election, f: RunFacts) -> str:
-    how = (f"unclean: {el.leader} was not in the ISR" if el.unclean
+    via = el.item.get("via")
+    how = (f"unclean: ISR and ELR were empty and {el.leader} was the partition's last known "
+           "leader, elected on its return even after an unclean restart: KIP-966's "
+           "balanced recovery" if via == "last-known-leader"
+           else f"unclean: {el.leader} was not in the ISR" if el.unclean
+           else f"from the ELR (KIP-966): ISR empty, {el.leader} stayed eligible"
+           if via == "elr"
            else f"clean, ISR {','.join(el.isr)}" if el.isr else "clean")
     why = ""
     tr = el.trigger
