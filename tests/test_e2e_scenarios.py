@@ -448,7 +448,7 @@ def test_a_real_client_is_refused_on_sim(tmp_path: Path) -> None:
 
 def test_a_setting_the_client_refuses_is_one_line_exit_2(tmp_path: Path) -> None:
     """--client-config with a key librdkafka does not know: the client's own words,
-    one line, exit 2, no traceback (the run is marked incomplete)."""
+    one line, exit 2, no traceback, before anything starts (no run directory)."""
     r = subprocess.run([sys.executable, "-m", "harness.cli", "reproduce",
                         "kip101-hw-truncation-loss", "--protocol", "0.11",
                         "--client", "confluent-kafka", "--client-config", "no.such.setting=1",
@@ -458,6 +458,7 @@ def test_a_setting_the_client_refuses_is_one_line_exit_2(tmp_path: Path) -> None
     assert r.returncode == 2, r.stderr
     assert "confluent-kafka refused the" in r.stderr and "no.such.setting" in r.stderr
     assert "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 def test_matrix_on_sim_refuses_a_real_client_row_by_name(tmp_path: Path) -> None:

@@ -180,6 +180,55 @@ def test_kcat_produces_and_consumes(latest) -> None:
     assert time.monotonic() - t0 < 1.0 + 1.0  # -e: kcat exits at the end, not at its deadline
 
 
+def test_one_client_config_serves_kafka_python_producers_and_consumers(latest) -> None:
+    """kafka-python refuses a key its class does not know: a producer-only setting
+    (enable_idempotence=false, its default being true) still reaches the producers,
+    and the consumers are built without it."""
+    from workloads.kafka_clients import consumer_driver, producer_driver
+
+    config = {"enable_idempotence": False, "fetch_min_bytes": 1}
+    p = producer_driver("kafka-python", bootstrap(latest), "all", 5000, 5000, config)
+    assert p._p.config["enable_idempotence"] is False
+    sent = p.produce("t", 1, [7001, 7002], 20.0)
+    p.close()
+    assert [d.error for d in sent] == [None, None], sent
+    c = consumer_driver("kafka-python", bootstrap(latest), "t", 1, sent[0].offset, config, "c")
+    got: list[list[int]] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 2 and time.monotonic() < deadline:
+        got += c.poll(10, 0.5)[0]
+    c.close()
+    assert got[:2] == [[sent[0].offset, 7001], [sent[1].offset, 7002]]
+
+
+@pytest.mark.parametrize(("client", "config", "said"), [
+    ("confluent-kafka", {"no.such.setting": 1},
+     'confluent-kafka refused the producer settings: KafkaError{code=_INVALID_ARG,val=-186,'
+     'str="No such configuration property: "no.such.setting""}'),
+    ("confluent-kafka", {"fetch.wait.max.ms": "soon"},  # a consumer's, checked by both
+     'confluent-kafka refused the producer settings: KafkaError{code=_INVALID_ARG,val=-186,'
+     'str="Invalid value for configuration property "fetch.wait.max.ms""}'),
+    ("kafka-python", {"no_such_setting": 1, "enable_idempotence": False},
+     "kafka-python refused the settings: unknown setting no_such_setting"),
+    ("kcat", {"no.such.setting": 1},
+     'kcat refused the producer settings: % ERROR: No such configuration property: '
+     '"no.such.setting"')])
+def test_a_refused_setting_is_found_before_anything_starts(client: str, config: dict,
+                                                           said: str) -> None:
+    """require_client builds the client's producer and consumer with no bootstrap
+    (nothing dialled): a setting it refuses is the client's own words, at once."""
+    from workloads.kafka_clients import ClientConfigError, require_client
+
+    if client == "kcat":
+        kcat_or_skip()
+    t0 = time.monotonic()
+    with pytest.raises(ClientConfigError) as e:
+        require_client(client, config)
+    assert str(e.value).startswith(said), str(e.value)
+    assert time.monotonic() - t0 < 5
+    require_client(client, {})  # the defaults pass
+
+
 def test_kcat_failures_are_info_or_fail(tmp_path: Path) -> None:
     """What kcat could not deliver is never `ok`: values for a partition that does
     not exist are refused unsent (Delivery.sent false); with every broker down

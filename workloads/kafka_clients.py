@@ -188,6 +188,23 @@ class ConfluentConsumer:
 # -- kafka-python -------------------------------------------------------------------
 
 
+def _kafka_python_settings(config: dict[str, Any], role: str) -> dict[str, Any]:
+    """The settings of `config` that kafka-python's producer or consumer knows.
+    One --client-config serves both roles, and kafka-python refuses any key its
+    class does not know (librdkafka ignores the other role's, with a warning), so
+    `enable_idempotence=false` would fail the consumers; a key neither knows is
+    refused here."""
+    import kafka
+
+    known = {"producer": set(kafka.KafkaProducer.DEFAULT_CONFIG),
+             "consumer": set(kafka.KafkaConsumer.DEFAULT_CONFIG)}
+    unknown = sorted(set(config) - known["producer"] - known["consumer"])
+    if unknown:
+        raise ClientConfigError(f"kafka-python refused the settings: unknown "
+                                f"setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
+    return {k: v for k, v in config.items() if k in known[role]}
+
+
 class KafkaPythonProducer:
     """kafka-python's KafkaProducer: each value's future gives its offset or error."""
 
@@ -201,7 +218,7 @@ class KafkaPythonProducer:
                     "request_timeout_ms": timeout_ms,
                     "delivery_timeout_ms": timeout_ms + retry_ms, "linger_ms": 5,
                     "retry_backoff_ms": 50, "max_block_ms": retry_ms,
-                    "metadata_max_age_ms": 1000, **config}
+                    "metadata_max_age_ms": 1000, **_kafka_python_settings(config, "producer")}
         try:
             self._p = kafka.KafkaProducer(**settings)
         except (kafka.errors.KafkaConfigurationError, TypeError, AssertionError) as e:
@@ -246,7 +263,7 @@ class KafkaPythonConsumer:
         settings = {"bootstrap_servers": bootstrap.split(","), "group_id": None,
                     "client_id": name, "enable_auto_commit": False,
                     "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100,
-                    "metadata_max_age_ms": 1000, **config}
+                    "metadata_max_age_ms": 1000, **_kafka_python_settings(config, "consumer")}
         try:
             self._c = kafka.KafkaConsumer(**settings)
         except (kafka.errors.KafkaConfigurationError, TypeError, AssertionError) as e:
@@ -300,11 +317,24 @@ def require_kcat() -> str:
     return path
 
 
-def require_client(client: str) -> None:
-    """ClientConfigError when `client` is not installed here: kcat is a program on
-    PATH (the Python clients are the package's dependencies)."""
+def require_client(client: str, config: dict[str, Any] | None = None) -> None:
+    """ClientConfigError when `client` is not installed here (kcat is a program on
+    PATH; the Python clients are the package's dependencies) or refuses a setting
+    of `config`: the client's own check, made before anything starts. A producer
+    and a consumer are built as a run builds them, with no bootstrap (nothing is
+    dialled), and closed; their log lines go nowhere (client_logger)."""
     if client == "kcat":
         require_kcat()
+    if config is None:
+        return
+    if client not in CLIENTS:
+        raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    client_logger(None)
+    if client == "kafka-python":
+        _kafka_python_settings(dict(config), "producer")  # a key neither role knows
+        return
+    producer_driver(client, "", "all", 1000, 1000, dict(config)).close()
+    consumer_driver(client, "", "t", 0, 0, dict(config), "isrlab-settings-check").close()
 
 
 def _kcat_settings(settings: dict[str, Any]) -> list[str]:

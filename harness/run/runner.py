@@ -109,8 +109,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         raise UsageError(f"workload client {scenario.workload['client']}: a real Kafka client "
                          f"needs real brokers; run it on the local, docker or ssh backend")
     if scenario.workload.get("client"):
-        try:  # a client not installed here (kcat) is said before anything starts
-            require_client(scenario.workload["client"])
+        try:  # a client not installed here (kcat), or a setting it refuses, is said
+            # before anything starts
+            require_client(scenario.workload["client"], scenario.workload.get("config") or {})
         except ClientConfigError as e:
             raise UsageError(str(e)) from None
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **options)
