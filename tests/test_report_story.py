@@ -537,3 +537,24 @@ def test_chaos_story_groups_writes_lost_the_same_way(tmp_path: Path) -> None:
     lines = story_lines(report)
     (pc,) = [ln["text"] for ln in lines.values() if ln["kind"] == "power-cycle"]
     assert re.search(r"… \d+ more", pc) and len(pc) < 1000, pc
+
+
+@pytest.mark.parametrize(("meta", "not_checked", "head"), [
+    ({"workload": {"client": "confluent-kafka"}}, ["hw-regression"],
+     "No acknowledged write lost; the replicas agree"),
+    ({"target": "kafka", "workload": {"client": "confluent-kafka"}},
+     ["divergence", "hw-regression"],
+     "No anomaly in the history; not checked: divergence, hw-regression"),
+    ({"workload": {}}, [], "No acknowledged write lost; the replicas agree")])
+def test_what_a_clean_run_claims_follows_what_was_checked(meta: dict, not_checked: list,
+                                                          head: str) -> None:
+    """A real client's polls carry no HW: on the reference brokers hw-regression is
+    not checked (and said so), but the replicas were compared; on an existing
+    cluster they were not, and the headline claims no agreement."""
+    from checker.historyonly import unchecked
+    from reports.story.headline import headline
+
+    assert sorted(unchecked(meta)) == not_checked
+    data = RunData(Path("."), {"protocol": "latest", **meta},
+                   {"found": {}, "kinds_not_checked": unchecked(meta)}, [], {}, {}, [], [], {})
+    assert headline(data).text == head

@@ -77,10 +77,11 @@ def headline(data: RunData) -> Headline:
     else:
         cls = "data-clean"
         not_checked = s.get("kinds_not_checked") or {}
-        # A history-only run (an existing cluster) saw no replica: claim no agreement.
-        pieces.append("No acknowledged write lost; the replicas agree" if not not_checked
-                      else "No anomaly in the history; not checked: "
-                      + ", ".join(not_checked))
+        # A history-only run (an existing cluster) saw no replica: claim no agreement
+        # (only where divergence was checked do the replicas agree).
+        pieces.append("No acknowledged write lost; the replicas agree"
+                      if "divergence" not in not_checked
+                      else "No anomaly in the history; not checked: " + ", ".join(not_checked))
     text = "; ".join(pieces)
     verdict = str(s.get("verdict"))
     expected = list(s.get("expected") or [])
