@@ -258,29 +258,32 @@ class _Builder:
 
     def duplicate(self, a: dict[str, Any]) -> Cause | None:
         """A value at two offsets, told by the produce request the network handed its
-        leader twice (the sim's `--net-duplicate`): the ack, the second copy, the
-        final read. Without such an event, by the producer's own resend
-        (reports.story.resends)."""
+        leader twice (the sim's `--net-duplicate`), else by the producer's own
+        resend (reports.story.resends): the second copy, the acknowledgement, the
+        final read."""
         f = self.f
         w, part = _witness(a)
         v = w.get("value")
         offsets = sorted(x["offset"] for x in w.get("at") or []
                          if isinstance(x, dict) and isinstance(x.get("offset"), int))
-        resends = f.resends.get(part, {}).get(v, [])
         if len(offsets) < 2:
             return None
-        if not resends:  # no network duplicate: the producer sent it again
-            return client_resend(self, w, part)
+        oks = [f.ops.get(s.get("index")) for s in w.get("sends") or [] if isinstance(s, dict)]
+        oks = [o for o in oks if o is not None and o.get("type") == "ok"]
+        resends = f.resends.get(part, {}).get(v, [])
         steps: list[Step] = []
-        for s in w.get("sends") or []:
-            op = f.ops.get(s.get("index")) if isinstance(s, dict) else None
-            ln = self.ack_line(op, part) if op is not None and op.get("type") == "ok" else None
-            if ln is not None:
-                steps.append(Step(ln, "acknowledged once"))
         for it in resends:
             ln = self.line(f"resend:{it.id}", "resend", it, node=it.node, part=part)
             ln.values.update({o: v for o in offsets})
             steps.append(Step(ln, f"{it.node} handles the produce twice"))
+        if not resends:
+            if not any(o.get("client") for o in oks):
+                return None  # isrlab's own producer does not resend: nothing to tell
+            steps = client_resend(self, w, part, oks)  # a real client sent it again
+        for op in oks:
+            ln = self.ack_line(op, part)
+            if ln is not None:
+                steps.append(Step(ln, "acknowledged once"))
         fin = f.final.get(part)
         if fin is not None:
             ln = self.line(f"final:{part}", "final", fin, part=part)

@@ -24,18 +24,16 @@ if TYPE_CHECKING:
 MAX_RECOGNISED = 5  # recognised resends told one by one; the rest are counted
 
 
-def client_resend(b: _Builder, w: dict[str, Any], part: str) -> Cause | None:
+def client_resend(b: _Builder, w: dict[str, Any], part: str,
+                  oks: list[dict[str, Any]]) -> list[Step]:
     """A value at two or more offsets with no network duplicate: the producer sent
     it again. Each later copy is told as the leader of its epoch appending it a
-    second time, after the election that made it leader if the epoch changed."""
+    second time, after the election that made it leader if the epoch changed.
+    `oks`: the value's acknowledged sends."""
     f = b.f
     v = w.get("value")
     at = sorted((x["offset"], x.get("epoch")) for x in w.get("at") or []
                 if isinstance(x, dict) and isinstance(x.get("offset"), int))
-    if len(at) < 2:
-        return None
-    oks = [f.ops.get(s.get("index")) for s in w.get("sends") or [] if isinstance(s, dict)]
-    oks = [o for o in oks if o is not None and o.get("type") == "ok"]
     client = next((str(o["client"]) for o in oks if o.get("client")), None)
     (o1, e1), steps = at[0], []
     first = _leader_of(f.elections.get(part, []), e1)
@@ -52,18 +50,7 @@ def client_resend(b: _Builder, w: dict[str, Any], part: str) -> Cause | None:
         ln.values.update({o1: v, o: v})
         ln.said = _resend_text(f, v, node, (o, e), (o1, e1, first), client)
         steps.append(Step(ln, f"{node or 'the leader'} appends the resend"))
-    for op in oks:
-        ln = b.ack_line(op, part)
-        if ln is not None:
-            steps.append(Step(ln, "acknowledged once"))
-    fin = f.final.get(part)
-    offsets = [o for o, _ in at]
-    if fin is not None:
-        ln = b.line(f"final:{part}", "final", fin, part=part)
-        ln.twice[v] = offsets
-        steps.append(Step(ln, "final read"))
-    title = f"{value_name(v, f)} at {part} offsets {', '.join(map(str, offsets))}"
-    return Cause("duplicate", part, title, offsets, steps)
+    return steps
 
 
 def _resend_text(f: Any, v: Any, node: str | None, copy: tuple[int, Any],
