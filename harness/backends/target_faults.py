@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from harness.backends.ssh_remote import Remote
 from harness.backends.ssh_run import parallel
 from harness.backends.target_hosts import NEEDS, PATTERN, TargetBroker, TargetHosts
-from harness.errors import RunIncomplete, UsageError
+from harness.errors import HarnessError, RunIncomplete, UsageError
 
 RUNNING, DOWN, PAUSED = "running", "down", "paused"
 
@@ -135,23 +135,28 @@ class BrokerFaults:
         st.doubtful = False
 
     def recover_all(self) -> list[str]:
-        """Resume every paused broker, start every down one (in parallel); what was
-        done, as "resume 2" / "start 1". Raises the first failure once all have
-        been tried."""
-        def one(node: str) -> str | None:
-            st = self._states[node]
-            if st.state == PAUSED:
-                self.resume(node)
-                return f"resume {node}"
-            if st.state == DOWN:
-                if st.doubtful and self.answers(node):
-                    st.state, st.doubtful = RUNNING, False  # its fault never happened
-                    return None
-                self.start(node)
-                return f"start {node}"
-            return None
-
-        return [x for x in parallel(self.brokers, one) if x]
+        """Resume every paused broker, start every down one; what was done, as
+        "resume 2" / "start 1". One after another: this also runs at interpreter
+        exit (atexit), where no thread pool starts. Every broker is tried; the
+        first failure is raised after."""
+        done: list[str] = []
+        errors: list[HarnessError] = []
+        for node, st in self._states.items():
+            try:
+                if st.state == PAUSED:
+                    self.resume(node)
+                    done.append(f"resume {node}")
+                elif st.state == DOWN:
+                    if st.doubtful and self.answers(node):
+                        st.state, st.doubtful = RUNNING, False  # its fault never happened
+                        continue
+                    self.start(node)
+                    done.append(f"start {node}")
+            except HarnessError as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+        return done
 
     # -- connections -----------------------------------------------------------------
 
