@@ -152,10 +152,11 @@ def target_faults(text: str) -> list[FaultSpec]:
     for f in faults:
         if f.fault == "power-cycle":
             raise UsageError(
-                "--faults power-cycle: refused on an existing cluster: a power cycle loses "
-                "what the broker wrote but did not fsync, and isrlab can drop those pages "
-                "only from its own broker's log, not from a real Kafka's (they are the "
-                "host kernel's page cache); use kill, or cut the hosts' power yourself")
+                "--faults power-cycle: refused on an existing cluster: isrlab cannot drop "
+                "a real Kafka's unsynced pages (a power cycle loses what a broker wrote but "
+                "did not fsync; isrlab makes that loss only in its own broker's log, and a "
+                "real Kafka's are its host kernel's page cache); use kill, or cut the "
+                "hosts' power yourself")
         if f.fault in (*PARTITION_PACKAGES, "partition"):
             raise UsageError(
                 f"--faults {f.fault}: partitions are refused on an existing cluster: "
