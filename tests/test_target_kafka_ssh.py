@@ -155,3 +155,36 @@ def test_an_unreachable_host_is_refused_before_the_run(cluster, hosts, tmp_path:
     assert "cannot reach" in p.stderr and "Traceback" not in p.stderr
     for b in BROKERS:
         assert broker_state(cluster, b) in ("R", "S"), b
+
+
+def test_ctrl_c_during_a_fault_leaves_no_broker_faulted(cluster, hosts, tmp_path: Path):
+    import signal
+
+    target = target_hosts(cluster, hosts, tmp_path / "target.yaml")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "chaos", "--target", "kafka",
+         "--bootstrap", cluster.kafka_bootstrap(), "--hosts", str(target),
+         "--faults", "pause:all", "--interval", "1s", "--duration", "30s",
+         "--time-limit", "20s", "--rate", "100", "--runs-dir", str(tmp_path / "runs")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if "fault window opens" in line and len(
+                    [x for x in seen if "fault window opens" in x]) == len(BROKERS):
+                break
+        assert [b for b in BROKERS if broker_state(cluster, b) != "T"] == [], seen
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(seen) + rest
+    assert proc.returncode == 3, out
+    assert "recovered: resume 0, resume 1, resume 2" in out, out
+    for b in BROKERS:
+        assert broker_state(cluster, b) in ("R", "S"), b
+        assert try_status(cluster.address(b), timeout=2.0) is not None, b
