@@ -88,11 +88,11 @@ def test_without_bootstrap_is_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_faults_are_refused(tmp_path: Path) -> None:
+def test_faults_without_hosts_are_refused(tmp_path: Path) -> None:
     p = chaos("--target", "kafka", "--bootstrap", "127.0.0.1:9", "--faults", "kill",
               "--time-limit", "2s", "--runs-dir", str(tmp_path))
     assert p.returncode == 2
-    assert "faults on an external cluster are not supported yet" in p.stderr
+    assert "faults on an existing cluster need --hosts HOSTS.yaml" in p.stderr
     assert p.stderr.strip().count("\n") == 0 and list(tmp_path.iterdir()) == []
 
 

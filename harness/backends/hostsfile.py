@@ -101,11 +101,16 @@ class HostsFile:
         return out
 
 
-def _host_fields(v: Validator, m: LocMap, what: str) -> dict[str, Any]:
-    v.keys(m, tuple(HOST_DEFAULTS), what)
+def host_fields(v: Validator, m: LocMap, what: str,
+                keys: tuple[str, ...] = tuple(HOST_DEFAULTS)) -> dict[str, Any]:
+    """The host keys of `m`, each checked; `keys` are those allowed (a target hosts
+    file's entries add their own, which are left to its loader)."""
+    v.keys(m, keys, what)
     out: dict[str, Any] = {}
     for k, raw in m.items():
         line = m.line_of(k)
+        if k not in HOST_DEFAULTS:
+            continue
         if k in ("ssh_port", "port"):
             n = v.integer(raw, line, f"{what}: {k}", minimum=1)
             if n > 65535:
@@ -133,7 +138,9 @@ def _host_fields(v: Validator, m: LocMap, what: str) -> dict[str, Any]:
     return out
 
 
-def _resolve(path: Path, node: str, fields: dict[str, Any]) -> Host:
+def resolve_host(path: Path, node: str, fields: dict[str, Any]) -> Host:
+    """A Host of `fields` (every key of HOST_DEFAULTS), its paths relative to the
+    hosts file `path`; UsageError for a `~user` nobody here is."""
     def rel(p: str | None) -> Path | None:
         if p is None:
             return None
@@ -163,18 +170,18 @@ def load_hosts(path: Path) -> HostsFile:
     defaults = dict(HOST_DEFAULTS)
     if "defaults" in top:
         dm = v.mapping(top["defaults"], top.line_of("defaults"), "defaults")
-        d = _host_fields(v, dm, "defaults")
+        d = host_fields(v, dm, "defaults")
         if "address" in d or "name" in d:
             raise v.err(dm.line, "defaults cannot set address or name (one per host)")
         defaults.update(d)
 
     def host(raw: Any, line: int, node: str, what: str) -> Host:
         m = v.mapping(raw, line, what)
-        fields = {**defaults, **_host_fields(v, m, what)}
+        fields = {**defaults, **host_fields(v, m, what)}
         if fields["address"] is None:
             raise v.err(m.line, f"{what} has no address")
         try:
-            return _resolve(path, node, fields)
+            return resolve_host(path, node, fields)
         except UsageError as e:
             raise v.err(m.line, f"{what}: {e}") from None
 
@@ -192,7 +199,12 @@ def load_hosts(path: Path) -> HostsFile:
             raise v.err(line, f"{h.address}:{h.port} is also {seen[where]}'s; nodes on one "
                               f"host need ports of their own")
         seen[where] = "the controller" if h.node == CONTROLLER else h.node
-        # os.path's test: a name too long for a file is no file (pathlib's raises).
-        if h.key is not None and not os.path.isfile(h.key):
-            raise v.err(line, f"{h.label()}: key file {h.key} does not exist")
+        check_key(v, line, h)
     return HostsFile(path, controller, brokers)
+
+
+def check_key(v: Validator, line: int, h: Host) -> None:
+    """A `FILE:LINE` error if the host's key file does not exist."""
+    # os.path's test: a name too long for a file is no file (pathlib's raises).
+    if h.key is not None and not os.path.isfile(h.key):
+        raise v.err(line, f"{h.label()}: key file {h.key} does not exist")

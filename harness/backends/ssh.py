@@ -290,17 +290,21 @@ class SshBackend(Backend):
         return [h.python, "-m", "broker.server", "--id", node, *common,
                 "--controller", self.address(CONTROLLER)]
 
-    def _start(self, node: str) -> None:
-        self.wait_exited(node, self.stop_timeout)
+    def start_script(self, node: str) -> str:
+        """sh that starts `node` detached on its host (run-node.sh) and prints its
+        pid; what a target hosts file's `kafka.start` of a node of this backend is."""
         q = shlex.quote
         pid_file, exit_file = f"pids/{q(node)}.pid", f"pids/{q(node)}.exit"
         argv = " ".join(q(a) for a in self._command(node))
-        _, out = self._remote(node).run(
-            f"cd {q(self.rdir(node))} && rm -f {pid_file} {exit_file} && "
-            f"setsid -f sh run-node.sh {q(node)} {argv} >/dev/null 2>&1 </dev/null; "
-            f"i=0; while [ ! -s {pid_file} ]; do i=$((i+1)); "
-            f"if [ $i -gt 500 ]; then echo 'no pid file' >&2; exit 1; fi; sleep 0.01; done; "
-            f"cat {pid_file}")
+        return (f"cd {q(self.rdir(node))} && rm -f {pid_file} {exit_file} && "
+                f"setsid -f sh run-node.sh {q(node)} {argv} >/dev/null 2>&1 </dev/null; "
+                f"i=0; while [ ! -s {pid_file} ]; do i=$((i+1)); "
+                f"if [ $i -gt 500 ]; then echo 'no pid file' >&2; exit 1; fi; sleep 0.01; "
+                f"done; cat {pid_file}")
+
+    def _start(self, node: str) -> None:
+        self.wait_exited(node, self.stop_timeout)
+        _, out = self._remote(node).run(self.start_script(node))
         with self._lock:
             st = self._nodes[node]
             st.pid, st.state, st.checked = int(out.split()[-1]), "running", time.monotonic()

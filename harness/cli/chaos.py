@@ -98,10 +98,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def _add_target_flags(c: argparse.ArgumentParser) -> None:
     """--target kafka (an existing cluster: harness.chaos.external), --bootstrap,
     --topic; and what they change of the other flags: --protocol is needed only for
-    isrlab's own cluster, and --faults takes `none` (the only choice there)."""
+    isrlab's own cluster, and --faults takes `none` (the default there; faults
+    need --hosts, a target hosts file)."""
     c.add_argument("--target", choices=("kafka",), default=None,
                    help="kafka: run the workload on an existing Kafka cluster (--bootstrap), "
-                        "no faults, checked from the history alone (docs/chaos.md)")
+                        "checked from the history alone; faults only with --hosts, a "
+                        "target hosts file (kill, stop, pause; docs/chaos.md)")
     c.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
                    help="--target kafka: the cluster's bootstrap servers")
     c.add_argument("--topic", default=DEFAULT_TOPIC, metavar="NAME",
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         args.client = external.client
         args.partitions = external.partitions
         args.backend = "external"
-        faults = []
+        faults = external.faults
     else:
         if args.bootstrap or args.topic != DEFAULT_TOPIC:
             raise UsageError("--bootstrap and --topic apply to --target kafka only")

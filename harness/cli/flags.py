@@ -265,7 +265,8 @@ def add_port_flag(p: argparse.ArgumentParser, help: str | None = None) -> None:
 
 def add_hosts_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=Path, metavar="HOSTS.yaml",
-                   help="ssh: which host runs which node (docs/ssh.md)")
+                   help="ssh: which host runs which node; chaos --target kafka: the "
+                        "brokers' hosts and how to fault them (docs/ssh.md)")
 
 
 def add_base_image_flag(p: argparse.ArgumentParser, help: str | None = None) -> None:

@@ -2,17 +2,25 @@
 cannot. It has no events file (isrlab's brokers report their protocol events over
 isrlab's own protocol; a Kafka cluster does not), no status is read
 and no replica is collected: the checker sees the history alone (run.json
-`target: kafka`) and says which kinds that leaves unchecked."""
+`target: kafka`) and says which kinds that leaves unchecked. What a fault's
+`leader` target needs, a partition's leader, is the client's metadata's."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from contract import CONTROLLER
 from contract.rundir import RunDirWriter, RunWrites
 from harness.backends.base import Backend
+from harness.backends.external import ExternalBackend
 from harness.run.clock import RunClock
 from harness.run.events import EventsCollector
 from harness.run.observation import Observation
+from harness.run.observe import Observer
+from workloads.kafka_clients import ClusterUnreachable, topic_metadata
+
+METADATA_TIMEOUT = 5.0  # seconds for the leader of a `leader` target
 
 
 class NoEvents(EventsCollector):
@@ -34,9 +42,31 @@ class NoEvents(EventsCollector):
         return None
 
 
+class ExternalObserver(Observer):
+    """No node answers isrlab's `status`; the controller's view of a partition is
+    the metadata's leader (the broker id), or None if it names none now."""
+
+    def status(self, node: str) -> dict[str, Any] | None:
+        return None
+
+    def partition(self, node: str, topic: str, partition: int) -> dict[str, Any] | None:
+        b = self.backend
+        if node != CONTROLLER or not isinstance(b, ExternalBackend):
+            return None
+        try:
+            md = topic_metadata(b.client, b.bootstrap, topic, b.config, METADATA_TIMEOUT)
+        except ClusterUnreachable:
+            return None
+        leader = md.leaders.get(partition)
+        return None if leader is None else {"leader": leader}
+
+
 class ExternalObservation(Observation):
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
+
+    def observer(self, collector: EventsCollector) -> Observer:
+        return ExternalObserver(self.backend, collector)
 
     def events_collector(self, clock: RunClock, path: Path,
                          writes: RunWrites) -> EventsCollector:
