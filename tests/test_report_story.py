@@ -558,3 +558,31 @@ def test_what_a_clean_run_claims_follows_what_was_checked(meta: dict, not_checke
     data = RunData(Path("."), {"protocol": "latest", **meta},
                    {"found": {}, "kinds_not_checked": unchecked(meta)}, [], {}, {}, [], [], {})
     assert headline(data).text == head
+
+
+def test_many_records_kept_the_same_way_are_one_cause() -> None:
+    """A follower holding 50 acknowledged records above its HW as it follows a new
+    leader, keeping them all: one cause for the 50 (as lost writes are grouped), and
+    the kept line names six values and counts the rest -- a long valid run's story
+    stays readable, and is built in linear time."""
+    part = {"topic": "t", "partition": 0}
+    ev = [
+        {"time": 10, "node": "controller", "type": "leader-elected", **part, "leader": "A",
+         "leader_epoch": 0, "isr": ["A", "B"]},
+        {"time": 500, "node": "B", "type": "became-follower", **part, "leader_epoch": 1,
+         "leader": "C", "leo": 50, "hw": 0},
+    ]
+    hist = []
+    for i in range(50):
+        hist += [{"index": 2 * i, "time": 20 + i, "process": 0, "type": "invoke", "f": "send"},
+                 {"index": 2 * i + 1, "time": 21 + i, "process": 0, "type": "ok", "f": "send",
+                  **part, "value": 100 + i, "offset": i, "acks": "all", "node": "A"}]
+    st, _ = story.build(_run(ev, hist, [], protocol="latest"))
+    (c,) = st.causes
+    assert c.kind == "kept" and c.offsets == list(range(50))
+    assert c.title == "50 acknowledged records kept the same way: acknowledged at t/0 offsets 0–49"
+    assert c.steps[0].label == "50 records acknowledged"
+    (kept,) = [ln for ln in st.lines if ln.kind == "kept"]
+    assert kept.text.startswith("B follows C (epoch 1) holding value 100, value 101, value 102, "
+                                "value 103, value 104, value 105, … (50 records) at offsets "
+                                "0–49, above its HW 0."), kept.text

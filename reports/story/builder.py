@@ -415,7 +415,8 @@ def _merge_acks(lines: list[Line], causes: list[Cause]) -> list[Line]:
 
 
 def _group(causes: list[Cause]) -> list[Cause]:
-    """Lost writes of one partition with the same steps are told as one cause."""
+    """Lost writes (or kept records) of one partition with the same steps are told
+    as one cause."""
     out: list[Cause] = []
     index: dict[tuple[Any, ...], Cause] = {}
     for c in causes:
@@ -426,11 +427,11 @@ def _group(causes: list[Cause]) -> list[Cause]:
                 seen.add(s.line.key)
                 steps.append(s)
         c.steps = steps
-        if c.kind != "lost-write":
+        if c.kind not in ("lost-write", "kept"):
             out.append(c)
             continue
         # Each write has its own acknowledgement: the chain is the rest.
-        key = (c.part, tuple(s.line.key for s in c.steps if not s.own_ack))
+        key = (c.kind, c.part, tuple(s.line.key for s in c.steps if not s.own_ack))
         if key in index:
             into = index[key]
             into.offsets += c.offsets
@@ -441,14 +442,18 @@ def _group(causes: list[Cause]) -> list[Cause]:
         index[key] = c
         out.append(c)
     for c in out:
-        if c.kind == "lost-write" and len(c.offsets) > 1:
+        if c.kind in ("lost-write", "kept") and len(c.offsets) > 1:
             c.offsets.sort()
-            c.title = (f"{len(c.offsets)} writes lost the same way: acknowledged at {c.part} "
+            what = ("writes lost" if c.kind == "lost-write"
+                    else "acknowledged records kept")
+            c.title = (f"{len(c.offsets)} {what} the same way: acknowledged at {c.part} "
                        f"{offsets_phrase(c.offsets)}")
             acks = [s for s in c.steps if s.own_ack]
             if acks:  # one step for all their acknowledgements
                 first = acks[0]
-                first.label = f"{len(c.offsets)} writes acknowledged"
+                first.label = (f"{len(c.offsets)} "
+                               f"{'writes' if c.kind == 'lost-write' else 'records'} "
+                               "acknowledged")
                 c.steps = [s for s in c.steps if not s.own_ack or s is first]
     return out
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from reports.story.facts import Item, int_or, rule_of, run_features, time_ns
 from reports.story.lines import Cause, Line, Step
-from reports.story.words import rec_text, value_name
+from reports.story.words import MAX_VALUES, rec_text, value_name
 from reports.units import offsets_phrase
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ def kept_causes(b: _Builder) -> list[Cause]:
     """One "kept" cause per at-risk acknowledged record its replicas all kept."""
     f = b.f
     causes: dict[tuple[str, int], Cause] = {}
+    exchanges_of: dict[str, dict[str, list[Item]]] = {}
     for part, by_node in sorted(f.became.items()):
-        exchanges = _exchanges(f.items.values(), part)
+        exchanges = exchanges_of[part] = _exchanges(f.items.values(), part)
         for node, becs in sorted(by_node.items()):
             for i, bec in enumerate(becs):
                 if bec.type != "became-follower" or (
@@ -56,8 +57,8 @@ def kept_causes(b: _Builder) -> list[Cause]:
                          if t <= time_ns(x.time) and (until is None or time_ns(x.time) < until)]
                 ln = b.line(f"kept:{bec.id}", "kept", bec, node=node, part=part)
                 ln.said = _kept_text(f, bec, hw, risk, trs, asked, until)
-                steps = [s for o, a in sorted(risk.items()) for s in _ack(b, a, part, o)]
-                steps.append(Step(ln, f"{node} keeps it ({_rule(trs, asked)})"))
+                # shared by the records kept here; each cause adds its own ack
+                steps = [Step(ln, f"{node} keeps it ({_rule(trs, asked)})")]
                 for x in asked:
                     steps.append(Step(_epoch_line(b, x, part), f"{node} asks the leader"))
                 for el in f.elections.get(part, []):
@@ -70,21 +71,28 @@ def kept_causes(b: _Builder) -> list[Cause]:
                                                  f"(epoch {el.epoch})"))
                         break
                 for o, a in sorted(risk.items()):
-                    c = causes.setdefault((part, o), Cause(
-                        "kept", part, f"{value_name(a.get('value'), f)}, acknowledged at "
-                                      f"{part} offset {o}, kept", [o], []))
-                    c.steps += [s for s in steps if s not in c.steps]
+                    c = causes.get((part, o))
+                    if c is None:
+                        c = causes[(part, o)] = Cause(
+                            "kept", part, f"{value_name(a.get('value'), f)}, acknowledged "
+                                          f"at {part} offset {o}, kept", [o], _ack(b, a, part, o))
+                    # by identity: comparing Steps compares their lines, field by
+                    # field -- quadratic over a long run's thousands of causes
+                    have = {id(s) for s in c.steps}
+                    c.steps += [s for s in steps if id(s) not in have]
+    # Each OffsetsForLeaderEpoch answer once: (answer, the asker's LEO, its end offset).
+    answers = {part: [(x, int_or(bec.get("leo") if bec else None, 0), x.get("end_offset"))
+                      for node, xs in ex.items() for x in xs
+                      for bec in [f.became_before(node, part, time_ns(x.time))]]
+               for part, ex in exchanges_of.items()}
     for (part, o), c in causes.items():
         # Replicas holding it that asked the leader and kept it (the at-risk ones
         # are in already).
-        for node, xs in _exchanges(f.items.values(), part).items():
-            for x in xs:
-                bec = f.became_before(node, part, time_ns(x.time))
-                leo, end = int_or(bec.get("leo") if bec else None, 0), x.get("end_offset")
-                if leo > o and isinstance(end, int) and end > o:
-                    ln = _epoch_line(b, x, part)
-                    if all(s.line is not ln for s in c.steps):
-                        c.steps.append(Step(ln, f"{node} asks the leader and keeps it"))
+        for x, leo, end in answers.get(part, []):
+            if leo > o and isinstance(end, int) and end > o:
+                ln = _epoch_line(b, x, part)
+                if all(s.line is not ln for s in c.steps):
+                    c.steps.append(Step(ln, f"{x.node} asks the leader and keeps it"))
     return list(causes.values())
 
 
@@ -95,8 +103,10 @@ def _acked(f: Any, part: str, offset: int, before: int) -> dict[str, Any] | None
 
 
 def _ack(b: _Builder, op: dict[str, Any], part: str, offset: int) -> list[Step]:
+    """The record's own acknowledgement (records kept the same way share the rest)."""
     ln = b.ack_line(op, part)
-    return [Step(ln, f"{ln.node or 'the leader'} acknowledges it")] if ln is not None else []
+    return ([Step(ln, f"{ln.node or 'the leader'} acknowledges it", own_ack=True)]
+            if ln is not None else [])
 
 
 def _exchanges(items: Any, part: str) -> dict[str, list[Item]]:
@@ -134,7 +144,9 @@ def _answer(x: Item) -> str:
 def _kept_text(f: Any, bec: Item, hw: int, risk: dict[int, dict[str, Any]],
                trs: list[Item], asked: list[Item], until: int | None) -> str:
     node, leader = bec.node, bec.get("leader")
-    vals = ", ".join(value_name(a.get("value"), f) for _, a in sorted(risk.items()))
+    named = [value_name(a.get("value"), f) for _, a in sorted(risk.items())]
+    vals = ", ".join(named[:MAX_VALUES]) + (f", … ({len(named):,} records)"
+                                           if len(named) > MAX_VALUES else "")
     where = (f"offset {min(risk)}" if len(risk) == 1 else offsets_phrase(sorted(risk)))
     text = (f"{node} follows {leader} (epoch {bec.get('leader_epoch')}) holding {vals} at "
             f"{where}, above its HW {hw}. It does not truncate to its HW, as 0.10's rule hw "

@@ -86,12 +86,15 @@ def recognised_causes(b: _Builder) -> list[Cause]:
         rec = (held[0], held[1]) if isinstance(held, list) and len(held) == 2 else None
         steps = []
         el = _leader_of(f.elections.get(part, []), it.get("leader_epoch"))
-        if el is not None and rec is not None:
+        # A new leader holding the batch an earlier one wrote: its election is why
+        # the resend came to it (else the leader itself was resent to, after a
+        # request that timed out).
+        if el is not None and rec is not None and rec[0] != el.epoch:
             ln = b.election_line(el)
             ln.still[o] = rec[1]
             steps.append(Step(ln, f"{el.leader} elected holding it"))
         ln = b.line(f"recognised:{it.id}", "recognised", it, node=it.node, part=part)
-        ln.said = _recognised_text(f, it, part, o, last, rec)
+        ln.said = _recognised_text(f, it, part, o, last, rec, why=i == 0)
         if i == MAX_RECOGNISED - 1 and len(events) > MAX_RECOGNISED:
             ln.said += (f" {len(events) - MAX_RECOGNISED} more resends were recognised in "
                         "this run (the timeline lists each producer-duplicate event).")
@@ -107,19 +110,24 @@ def recognised_causes(b: _Builder) -> list[Cause]:
 
 
 def _recognised_text(f: Any, it: Any, part: str, o: int, last: int,
-                     rec: tuple[Any, Any] | None) -> str:
+                     rec: tuple[Any, Any] | None, why: bool) -> str:
+    """The recognition; `why` (the first one told): how a leader knows (KIP-98)."""
     seq, n = int_or(it.get("base_sequence"), 0), int_or(it.get("count"), 1)
     seqs = f"sequence {seq}" if n == 1 else f"sequences {seq}–{seq + n - 1}"
     where = f"offset {o}" if last <= o else offsets_phrase(range(o, last + 1))
     writer = ""
     if rec is not None:
         el = _leader_of(f.elections.get(part, []), rec[0])
-        writer = f" ({rec_text(rec, f)}" + (f", written by {el.leader}" if el else "") + ")"
+        by = ("" if el is None else f", written by {el.leader}" if el.leader != it.node
+              else ", which it wrote itself: the first attempt's answer never reached the "
+                   "producer")
+        writer = f" ({rec_text(rec, f)}{by})"
     return (f"{it.node} recognises a resend: producer {it.get('producer_id')} (epoch "
             f"{it.get('producer_epoch')}) sends {seqs} again, a batch it holds at {where}"
-            f"{writer}. It answers with that offset and appends nothing: the producer's "
-            "last batches and their sequence numbers are part of the log, so a new leader "
-            "knows them (idempotent producer, KIP-98, Kafka 0.11.0).")
+            f"{writer}. It answers with that offset and appends nothing"
+            + (": the producer's last batches and their sequence numbers are part of the "
+               "log, so a new leader knows them (idempotent producer, KIP-98, Kafka 0.11.0)."
+               if why else "."))
 
 
 def _leader_of(elections: list[Election], epoch: Any) -> Election | None:
