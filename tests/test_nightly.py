@@ -55,6 +55,16 @@ matrix:
               "sets: {" + ", ".join(f"s{i}: {{}}" for i in range(2600)) + "}"), 7,
      "row 'gate' has 10400 cells (versions x faults x acks x sets x backends); a night has "
      "at most 10000"),
+    (SMALL.replace("    allow: []", "    allow: []\n    client: kafka-pyhton"), 13,
+     "unknown client 'kafka-pyhton'; choose one of confluent-kafka, kafka-python, kcat"),
+    (SMALL.replace("    allow: []", "    allow: []\n    client: kcat\n    backends: sim"), 13,
+     "client kcat: a real Kafka client needs real brokers; not on the sim backend"),
+    (SMALL.replace("    allow: []", "    allow: []\n    client_config: {acks: 1}"), 13,
+     "client_config needs a client"),
+    (SMALL.replace("    allow: []", "    allow: []\n    client: confluent-kafka\n"
+                                    "    client_config: {no.such.setting: 1}"), 14,
+     'confluent-kafka refused the producer settings: KafkaError{code=_INVALID_ARG,val=-186,'
+     'str="No such configuration property: "no.such.setting""}'),
 ])
 def test_bad_config_is_file_line_and_starts_nothing(tmp_path: Path, text: str, line: int,
                                                    message: str) -> None:
@@ -64,6 +74,21 @@ def test_bad_config_is_file_line_and_starts_nothing(tmp_path: Path, text: str, l
     err = one_line_error(isrlab("nightly", str(cfg), "--results", str(results)))
     assert err.startswith(f"isrlab: {cfg}:{line}: ") and message in err, err
     assert not results.exists()
+
+
+def test_a_row_runs_on_a_real_client(tmp_path: Path) -> None:
+    """`client` and `client_config` (a row's or the defaults'): every cell's chaos
+    runs drive that client with those settings, as `isrlab chaos --client
+    --client-config` does."""
+    from harness.chaos.runs import chaos_run
+
+    cfg = tmp_path / "night.yaml"
+    cfg.write_text(SMALL.replace("  rate: 300", "  rate: 300\n  client: confluent-kafka\n"
+                                 "  client_config: {enable.idempotence: true}"))
+    (cell,) = load_config(cfg).cells
+    scenario, _ = chaos_run(cell.config, 21)
+    assert scenario.workload["client"] == "confluent-kafka"
+    assert scenario.workload["config"] == {"enable.idempotence": True}
 
 
 def test_config_matrix_expands() -> None:

@@ -37,9 +37,11 @@ from harness.errors import UsageError
 from harness.validate import Validator
 from harness.yamlloc import LocMap, LocSeq, load
 from nemesis.schedule import FaultSpecError, parse_faults
+from workloads.kafka_clients import CLIENTS, ClientConfigError, require_client
 
 ROW_KEYS = ("name", "versions", "faults", "acks", "sets", "backends", "runs", "time_limit",
-            "allow", "rate", "interval", "duration", "overlap", "producers", "partitions")
+            "allow", "rate", "interval", "duration", "overlap", "producers", "partitions",
+            "client", "client_config")
 TOP_KEYS = ("seed", "defaults", "matrix")
 ACKS = {"0": 0, "1": 1, "-1": -1, "all": "all"}
 DETECTED = ("lost-write", "divergence")  # the kinds whose detection time is reported
@@ -201,6 +203,7 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
             raise v.err(line, f"{key} must be a number "
                               f"{'in 0..1' if key == 'overlap' else '> 0'}, got {raw!r}")
         numbers[key] = x
+    client, client_config = _client(v, get, backends)
     count = len(versions) * len(mixes) * len(acks_list) * len(sets) * len(backends)
     if count > MAX_CELLS:
         raise v.err(row.line, f"row {name!r} has {count} cells (versions x faults x acks x "
@@ -213,11 +216,40 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
         cfg = ChaosConfig(protocol=protocol, time_limit=time_limit, faults=parse_faults(mix),
                           acks=acks, broker_config=broker_cfg,
                           controller_config=controller_cfg, consumers=partitions,
-                          **numbers)
+                          client=client, client_config=dict(client_config), **numbers)
         cells.append(Cell(row=name, protocol=protocol, faults=mix, acks=acks,
                           set_name=set_name, sets=items, backend=backend, runs=runs,
                           config=cfg, allow=allow.get(protocol, [])))
     return cells
+
+
+def _client(v: Validator, get: Any, backends: list[str]) -> tuple[str | None, dict[str, Any]]:
+    """The row's real Kafka client and its settings (as `isrlab chaos --client
+    --client-config`): known, not on the simulator, its settings the client's own
+    check accepts -- all before the night starts."""
+    raw, line = get("client", None)
+    if raw is None:
+        raw, line = get("client_config", None)
+        if raw is not None:
+            raise v.err(line, "client_config needs a client (confluent-kafka, kafka-python "
+                              "or kcat)")
+        return None, {}
+    client = v.string(raw, line, "client")
+    if client not in CLIENTS:
+        raise v.err(line, f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    if "sim" in backends:
+        raise v.err(line, f"client {client}: a real Kafka client needs real brokers; not on "
+                          "the sim backend")
+    config: dict[str, Any] = {}
+    raw, cline = get("client_config", None)
+    if raw is not None:
+        m = v.mapping(raw, cline, "client_config")
+        config = {str(k): val for k, val in m.items()}
+    try:
+        require_client(client, config)
+    except ClientConfigError as e:
+        raise v.err(cline if raw is not None else line, str(e)) from None
+    return client, config
 
 
 def _distinct(v: Validator, values: list[Any], line: int, what: str) -> list[Any]:
