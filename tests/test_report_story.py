@@ -208,6 +208,17 @@ def _run(events: list[dict], history: list[dict], anomalies: list[dict],
                    logs or {}, {}, history, events, {})
 
 
+def _seven_lost_at_2() -> tuple[list[dict], dict]:
+    """Value 7, acknowledged by A at t/0 offset 2 (acks all), and its lost-write."""
+    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
+            {"index": 1, "time": 21, "process": 0, "type": "ok", "f": "send", "topic": "t",
+             "partition": 0, "value": 7, "offset": 2, "acks": "all", "node": "A"}]
+    lost = {"kind": "lost-write", "topic": "t", "partition": 0, "witness": {
+        "topic": "t", "partition": 0, "value": 7, "acked_offset": 2, "op": {"index": 1},
+        "held_by": []}}
+    return hist, lost
+
+
 def test_lost_write_without_new_truncate_fields() -> None:
     """Events written before truncate events listed their records: the story still
     names the truncation (by its reason) and the election."""
@@ -223,12 +234,7 @@ def test_lost_write_without_new_truncate_fields() -> None:
         {"time": 51, "node": "B", "type": "became-leader", "topic": "t", "partition": 0,
          "leader_epoch": 1, "leo": 1, "hw": 1, "isr": ["B"]},
     ]
-    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
-            {"index": 1, "time": 21, "process": 0, "type": "ok", "f": "send", "topic": "t",
-             "partition": 0, "value": 7, "offset": 2, "acks": "all", "node": "A"}]
-    lost = {"kind": "lost-write", "topic": "t", "partition": 0, "witness": {
-        "topic": "t", "partition": 0, "value": 7, "acked_offset": 2, "op": {"index": 1},
-        "held_by": []}}
+    hist, lost = _seven_lost_at_2()
     st, _ = story.build(_run(ev, hist, [lost]))
     (c,) = st.causes
     assert [s.line.kind for s in c.steps] == ["ack", "truncate", "election"]
@@ -256,12 +262,7 @@ def test_an_election_says_which_kip_966_rule_chose_its_leader(via: str, unclean:
         {"time": 51, "node": "B", "type": "became-leader", "topic": "t", "partition": 0,
          "leader_epoch": 1, "leo": 1, "hw": 1, "isr": ["B"]},
     ]
-    hist = [{"index": 0, "time": 20, "process": 0, "type": "invoke", "f": "send"},
-            {"index": 1, "time": 21, "process": 0, "type": "ok", "f": "send", "topic": "t",
-             "partition": 0, "value": 7, "offset": 2, "acks": "all", "node": "A"}]
-    lost = {"kind": "lost-write", "topic": "t", "partition": 0, "witness": {
-        "topic": "t", "partition": 0, "value": 7, "acked_offset": 2, "op": {"index": 1},
-        "held_by": []}}
+    hist, lost = _seven_lost_at_2()
     st, _ = story.build(_run(ev, hist, [lost], protocol="4.1"))
     (el,) = [ln for ln in st.lines if ln.kind == "election"]
     assert el.text.startswith(f"The controller elects B leader of epoch 1 {how}"), el.text
