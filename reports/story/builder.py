@@ -313,7 +313,7 @@ class _Builder:
                 continue
             (new_node, new), (old_node, old) = sorted(
                 [(reps[0], ra), (reps[1], rb)], key=lambda x: -x[1]["epoch"])
-            el = next((e for e in f.elections.get(part, []) if e.epoch == new["epoch"]), None)
+            el = f.election_of(part, new["epoch"])
             if el is None:
                 continue
             st = f.at_election(el, o)

@@ -258,6 +258,12 @@ class RunFacts:
         i = bisect.bisect_right(times, t)
         return list(isrs[i - 1]) if i else None
 
+    def election_of(self, part: str, epoch: Any) -> Election | None:
+        """The election that started leader epoch `epoch` of `part`."""
+        if not isinstance(epoch, int):
+            return None
+        return next((el for el in self.elections.get(part, []) if el.epoch == epoch), None)
+
     def leader_at(self, part: str, t: int) -> Election | None:
         cur = None
         for el in self.elections.get(part, []):
@@ -443,7 +449,6 @@ REASON_RULE = {
 def rule_of(tr: Item) -> str | None:
     rule = tr.get("rule")
     return rule if isinstance(rule, str) else REASON_RULE.get(str(tr.get("reason")))
-
 
 
 def run_features(protocol: Any) -> Features | None:

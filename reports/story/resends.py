@@ -36,9 +36,9 @@ def client_resend(b: _Builder, w: dict[str, Any], part: str,
                 if isinstance(x, dict) and isinstance(x.get("offset"), int))
     client = next((str(o["client"]) for o in oks if o.get("client")), None)
     (o1, e1), steps = at[0], []
-    first = _leader_of(f.elections.get(part, []), e1)
+    first = f.election_of(part, e1)
     for o, e in at[1:]:
-        el = _leader_of(f.elections.get(part, []), e)
+        el = f.election_of(part, e)
         if el is not None and e != e1:
             ln = b.election_line(el)
             ln.still[o1] = v
@@ -85,7 +85,7 @@ def recognised_causes(b: _Builder) -> list[Cause]:
         held = it.get("held")
         rec = (held[0], held[1]) if isinstance(held, list) and len(held) == 2 else None
         steps = []
-        el = _leader_of(f.elections.get(part, []), it.get("leader_epoch"))
+        el = f.election_of(part, it.get("leader_epoch"))
         # A new leader holding the batch an earlier one wrote: its election is why
         # the resend came to it (else the leader itself was resent to, after a
         # request that timed out).
@@ -117,7 +117,7 @@ def _recognised_text(f: Any, it: Any, part: str, o: int, last: int,
     where = f"offset {o}" if last <= o else offsets_phrase(range(o, last + 1))
     writer = ""
     if rec is not None:
-        el = _leader_of(f.elections.get(part, []), rec[0])
+        el = f.election_of(part, rec[0])
         by = ("" if el is None else f", written by {el.leader}" if el.leader != it.node
               else ", which it wrote itself: the first attempt's answer never reached the "
                    "producer")
@@ -128,12 +128,6 @@ def _recognised_text(f: Any, it: Any, part: str, o: int, last: int,
             + (": the producer's last batches and their sequence numbers are part of the "
                "log, so a new leader knows them (idempotent producer, KIP-98, Kafka 0.11.0)."
                if why else "."))
-
-
-def _leader_of(elections: list[Election], epoch: Any) -> Election | None:
-    """The election that started leader epoch `epoch`."""
-    return next((el for el in elections if el.epoch == epoch), None) if isinstance(
-        epoch, int) else None
 
 
 def _idempotence(f: Any) -> bool:
