@@ -64,7 +64,7 @@ class RunFiles:
     history_bytes: int = 0
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """(index among the non-blank lines, line) of a JSON-lines file: the index
     contract.rundir.read_jsonl's list gives the line."""
     try:
@@ -134,7 +134,7 @@ def _scan_trace(path: Path, topic: Any, partition: Any) -> _Trace | None:
 
     def parsed() -> Iterator[Any]:
         nonlocal first
-        for i, line in _lines(path / TRACE):
+        for i, line in numbered_lines(path / TRACE):
             try:
                 r = json.loads(line)
             except ValueError:
@@ -177,7 +177,7 @@ def _scan_events(path: Path, trace: _Trace | None) -> _Events:
     out = _Events()
     if trace is not None:
         out.table = _Prefix(MAX_TRACE_ROWS)
-    for i, line in _lines(path / EVENTS):
+    for i, line in numbered_lines(path / EVENTS):
         try:
             e = json.loads(line)
         except ValueError:
@@ -232,7 +232,7 @@ def _kept_events(path: Path, ev: _Events) -> dict[str, Any]:
         if moves:
             wanted.add(moves[0][1])
     extra = []
-    for i, line in _lines(path / EVENTS):
+    for i, line in numbered_lines(path / EVENTS):
         if i in wanted:
             extra.append((i, json.loads(line)))
     return {"kept": sorted(ev.kept + extra), "left_out": ev.routine_count - len(extra)}

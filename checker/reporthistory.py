@@ -10,7 +10,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from checker import reportgrid, reportops
+from checker import reportgrid, reportops, reportrisk
 from checker.facts import Digest
 from checker.load import Inputs
 from checker.rundir import RunDir
@@ -34,8 +34,11 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
     lost_at: dict[str, dict[str, set[int]]] = {}
     for u, anomalies in listed.items():
         offsets[u], lost_at[u], _ = reportops.wanted(anomalies)
-        if not anomalies:  # the story tells what kept the records at risk
-            offsets[u] = reportops.at_risk(runs[uris[u]].path)
+    # A run without anomalies: the story tells what kept the records at risk.
+    risk, offsets_kept = reportrisk.risk_inputs(
+        inputs.history, {u: runs[uris[u]].path for u, anomalies in listed.items()
+                         if not anomalies})
+    offsets.update(offsets_kept)
     told = {u for u, parts in offsets.items()
             if sum(len(o) for o in parts.values()) <= reportops.MAX_OFFSETS}
     sends = reportops.send_indexes(inputs.history, {u: offsets[u] for u in told})
@@ -55,4 +58,6 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
             out[u]["story"] = reportops.story_inputs(runs[k].path, listed[u], few.get(u, set()),
                                                      sends[u], lost_at[u],
                                                      records.get(u, {}))
+            if u in risk:
+                out[u]["story"]["risk"] = risk[u]
     return out

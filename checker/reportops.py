@@ -3,12 +3,11 @@ picked by the check so that rendering a report does not read history.jsonl.
 
 The story reads few ops of a history: the nemesis ops, the final reads, the
 acknowledged sends at the offsets its anomalies name (a lost write's, a
-divergence's) or, in a run without anomalies, at the offsets a follower held
-above its HW as it followed a new leader (became-follower events, reports.story.kept),
-and the sends a witness names by index. Those lines are written as the history
-has them, with their index; a final read's records are cut to the few the story
-and the timeline show (FIRST_RECORDS and those at a lost write's offset), with
-the whole read's counts beside them.
+divergence's) or, in a run without anomalies, where its runs of kept records
+start and end (checker.reportrisk), and the sends a witness names by index.
+Those lines are written as the history has them, with their index; a final
+read's records are cut to the few the story and the timeline show (FIRST_RECORDS
+and those at a lost write's offset), with the whole read's counts beside them.
 
 Which sends are wanted is decided in Spark over the parsed history (a filter on
 the offsets, no shuffle); their lines are then found in history.jsonl by a byte
@@ -25,7 +24,7 @@ from typing import Any, BinaryIO
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from contract import EVENTS, FINAL_PROCESS, HISTORY, NEMESIS_PROCESS
+from contract import FINAL_PROCESS, HISTORY, NEMESIS_PROCESS
 
 FIRST_RECORDS = 12  # a final read's records the timeline lists (reports.render._details)
 # The offsets of a run's story at most; beyond, the report reads the history itself.
@@ -64,30 +63,6 @@ def wanted(anomalies: list[dict[str, Any]]
             indexes.update(s["index"] for s in w.get("sends") or []
                            if isinstance(s, dict) and isinstance(s.get("index"), int))
     return offsets, lost, indexes
-
-
-def at_risk(run_dir: Path) -> dict[str, set[int]]:
-    """partition -> the offsets a follower held above its HW when it followed a
-    leader (each became-follower event's [hw, leo)): where a run without anomalies
-    tells what kept them. A superset of what reports.story.kept asks."""
-    out: dict[str, set[int]] = {}
-    try:
-        f = open(Path(run_dir) / EVENTS, "rb")  # noqa: SIM115 -- closed below
-    except OSError:
-        return out
-    with f:
-        for line in f:
-            if b'"became-follower"' not in line:
-                continue
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue  # a torn last line
-            leo, hw = e.get("leo"), e.get("hw")
-            if e.get("type") == "became-follower" and isinstance(leo, int) \
-                    and isinstance(hw, int) and "topic" in e and "partition" in e:
-                out.setdefault(f"{e['topic']}/{e['partition']}", set()).update(range(hw, leo))
-    return out
 
 
 def send_indexes(history: DataFrame, offsets: dict[str, dict[str, set[int]]]

@@ -15,7 +15,7 @@ __all__ = [
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
     "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
     "REPORT_HTML", "REPORT_INPUTS_JSON", "RESERVE", "ROLES", "RUN_JSON", "RUN_STATUSES",
-    "RUNNING", "STATE",
+    "RUNNING", "STATE", "STORY_VALUES",
     "SUMMARY_JSON",
     "TRACE", "UNFINISHED",
 ]
@@ -34,6 +34,10 @@ ANOMALY_KINDS = (
     "poll-skip",
     "hw-regression",
 )
+
+# Values a report's story line names (the rest are counted): the check sends the
+# story the acknowledged sends of that many (checker.reportrisk).
+STORY_VALUES = 6
 
 # -- run.json "status" (docs/run-directory.md) -----------------------------------
 RUNNING = "running"  # written at start; still so if the harness died

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -30,18 +31,25 @@ def fmt_seconds(s: float) -> str:
     return f"{s:g} s"
 
 
-def offsets_text(offsets: list[int] | set[int]) -> str:
+def offset_runs(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """Offsets as [a, b) runs of consecutive ones, ascending: {1, 2, 3, 7} -> [(1, 4), (7, 8)]."""
+    out: list[tuple[int, int]] = []
+    for o in sorted(set(offsets)):
+        if out and out[-1][1] == o:
+            out[-1] = (out[-1][0], o + 1)
+        else:
+            out.append((o, o + 1))
+    return out
+
+
+def offsets_text(offsets: Iterable[int]) -> str:
     """Sorted offsets as ranges: "1", "2–4", "1, 3, 7–9"."""
-    out: list[str] = []
-    nums = sorted(set(offsets))
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
-        i = j + 1
-    return ", ".join(out)
+    return runs_text(offset_runs(offsets))
+
+
+def runs_text(runs: Iterable[tuple[int, int]]) -> str:
+    """[a, b) runs of offsets, ascending, as offsets_text writes them."""
+    return ", ".join(str(a) if b == a + 1 else f"{a}–{b - 1}" for a, b in runs)
 
 
 def offsets_phrase(offsets: list[int] | set[int]) -> str:

@@ -448,21 +448,38 @@ _CHAOS_LOSS: list[RunResult] = []
 def checked_chaos_loss(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
     """The checked sim chaos run of seed CHAOS_LOSS_SEED (14 s of faults)."""
     if not _CHAOS_LOSS:
-        import io
-
-        from harness.chaos.runs import ChaosConfig, chaos_run
-        from harness.progress import Progress
-        from harness.run.runner import RunOptions, run_scenario
-        from nemesis.schedule import parse_faults
-
-        root = tmp_path_factory.mktemp("chaos-loss")
-        cfg = ChaosConfig(protocol="0.10", time_limit=14.0,
-                          faults=parse_faults("kill,power-cycle"))
-        scenario, meta = chaos_run(cfg, CHAOS_LOSS_SEED)
-        rec = run_scenario(scenario, RunOptions(protocol="0.10", backend="sim",
-                                                seed=CHAOS_LOSS_SEED, runs_dir=root,
-                                                meta=meta), Progress(io.StringIO()))
-        assert rec.error is None, rec.error
-        (result,) = check_runs([rec.run_dir])
-        _CHAOS_LOSS.append(result)
+        _CHAOS_LOSS.append(_checked_chaos(tmp_path_factory.mktemp("chaos-loss"), "0.10",
+                                          "kill,power-cycle", CHAOS_LOSS_SEED))
     return _CHAOS_LOSS[0]
+
+
+# Seed 2 of `isrlab chaos --protocol latest --faults kill,pause --backend sim`
+# (14 s, the default rate): no anomaly, and nine followers holding records above
+# their HW as they follow a new leader -- a story of what kept them.
+CHAOS_VALID_SEED = 2
+_CHAOS_VALID: list[RunResult] = []
+
+
+def checked_chaos_valid(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """The checked sim chaos run of seed CHAOS_VALID_SEED: valid, records kept."""
+    if not _CHAOS_VALID:
+        _CHAOS_VALID.append(_checked_chaos(tmp_path_factory.mktemp("chaos-valid"), "latest",
+                                           "kill,pause", CHAOS_VALID_SEED))
+    return _CHAOS_VALID[0]
+
+
+def _checked_chaos(root: Path, protocol: str, faults: str, seed: int) -> RunResult:
+    import io
+
+    from harness.chaos.runs import ChaosConfig, chaos_run
+    from harness.progress import Progress
+    from harness.run.runner import RunOptions, run_scenario
+    from nemesis.schedule import parse_faults
+
+    cfg = ChaosConfig(protocol=protocol, time_limit=14.0, faults=parse_faults(faults))
+    scenario, meta = chaos_run(cfg, seed)
+    rec = run_scenario(scenario, RunOptions(protocol=protocol, backend="sim", seed=seed,
+                                            runs_dir=root, meta=meta), Progress(io.StringIO()))
+    assert rec.error is None, rec.error
+    (result,) = check_runs([rec.run_dir])
+    return result

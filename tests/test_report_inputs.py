@@ -11,7 +11,7 @@ import re
 import shutil
 
 import pytest
-from conftest_spark import checked_chaos_loss
+from conftest_spark import checked_chaos_loss, checked_chaos_valid
 
 from checker import clientops
 from checker.api import check_runs
@@ -26,6 +26,11 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module")
 def chaos(tmp_path_factory: pytest.TempPathFactory):
     return checked_chaos_loss(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def valid(tmp_path_factory: pytest.TempPathFactory):
+    return checked_chaos_valid(tmp_path_factory)
 
 
 def _python_reduction(run_dir) -> dict:
@@ -109,3 +114,31 @@ def test_a_check_without_a_report_then_a_render_gives_the_same_report(chaos, tmp
     assert not (copy / CHECK / "report.html").exists()
     assert load(copy).client_ops is not None  # this check's inputs, not the last one's
     assert _no_times(render_run(copy).read_text()) == _no_times(first)
+
+
+def test_a_valid_runs_story_reads_runs_of_offsets_not_every_send(valid, tmp_path) -> None:
+    """A run without anomalies: the check hands the story of what kept the records
+    at risk the runs of offsets at risk (checker.reportrisk) and the sends at their
+    ends, not every acknowledged send there; the story and the whole report are
+    the ones the report builds from the history."""
+    from reports import story
+
+    assert valid.summary["verdict"] == "valid" and not valid.summary["found"]
+    inputs = json.loads((valid.run_dir / CHECK / REPORT_INPUTS_JSON).read_text())
+    risk = inputs["story"]["risk"]
+    at_risk = sum(b - a for runs in risk.values() for a, b in runs)
+    assert len(risk) >= 3 and at_risk > 100
+    sends = [op for op in inputs["story"]["ops"] if op.get("f") == "send"]
+    assert 0 < len(sends) < at_risk / 2
+    with_inputs, _ = story.build(load(valid.run_dir))
+    copy = tmp_path / "run"
+    shutil.copytree(valid.run_dir, copy)
+    (copy / CHECK / REPORT_INPUTS_JSON).unlink()
+    from_history, _ = story.build(load(copy))
+    kept = [c for c in with_inputs.causes if c.kind == "kept"]
+    assert kept
+    assert [(c.title, c.offsets, [s.label for s in c.steps]) for c in with_inputs.causes] == \
+        [(c.title, c.offsets, [s.label for s in c.steps]) for c in from_history.causes]
+    assert [ln.text for ln in with_inputs.lines] == [ln.text for ln in from_history.lines]
+    assert render_run(copy).read_text().replace(str(copy), str(valid.run_dir)) == \
+        render_run(valid.run_dir).read_text()

@@ -561,6 +561,35 @@ def test_what_a_clean_run_claims_follows_what_was_checked(meta: dict, not_checke
     assert headline(data).text == head
 
 
+def test_records_kept_by_two_followers_are_grouped_by_who_kept_them() -> None:
+    """Two followers whose at-risk ranges overlap ([0, 50) and [30, 80)): the
+    records only B held, those both held, and those only A held are three causes,
+    each with the followers that kept it -- worked out over runs of offsets."""
+    part = {"topic": "t", "partition": 0}
+    ev = [
+        {"time": 10, "node": "controller", "type": "leader-elected", **part, "leader": "C",
+         "leader_epoch": 0, "isr": ["A", "B", "C"]},
+        {"time": 500, "node": "B", "type": "became-follower", **part, "leader_epoch": 1,
+         "leader": "C", "leo": 50, "hw": 0},
+        {"time": 600, "node": "A", "type": "became-follower", **part, "leader_epoch": 1,
+         "leader": "C", "leo": 80, "hw": 30},
+    ]
+    hist = []
+    for i in range(80):
+        hist += [{"index": 2 * i, "time": 20 + i, "process": 0, "type": "invoke", "f": "send"},
+                 {"index": 2 * i + 1, "time": 21 + i, "process": 0, "type": "ok", "f": "send",
+                  **part, "value": 100 + i, "offset": i, "acks": "all", "node": "C"}]
+    st, _ = story.build(_run(ev, hist, [], protocol="latest"))
+    got = {(c.offsets[0], c.offsets[-1]): [s.label for s in c.steps[1:]] for c in st.causes}
+    assert got == {(0, 29): ["B keeps it (no truncation to its HW)"],
+                   (30, 49): ["B keeps it (no truncation to its HW)",
+                              "A keeps it (no truncation to its HW)"],
+                   (50, 79): ["A keeps it (no truncation to its HW)"]}, got
+    assert all(c.steps[0].label == f"{len(c.offsets)} records acknowledged" for c in st.causes)
+    kept_a = next(ln for ln in st.lines if ln.kind == "kept" and ln.node == "A")
+    assert "(50 records) at offsets 30–79, above its HW 30" in kept_a.text
+
+
 def test_many_records_kept_the_same_way_are_one_cause() -> None:
     """A follower holding 50 acknowledged records above its HW as it follows a new
     leader, keeping them all: one cause for the 50 (as lost writes are grouped), and

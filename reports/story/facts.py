@@ -16,7 +16,7 @@ from typing import Any
 
 from broker.protocol import Features, features
 from reports.rundata import RunData, pkey
-from reports.units import is_number
+from reports.units import is_number, offset_runs
 
 
 @dataclass
@@ -125,6 +125,9 @@ class RunFacts:
         # part -> broker -> offset -> [epoch, value] at the anomalies' offsets; None:
         # the replica logs are searched
         self.log_at = None if story is None else story.get("logs", {})
+        # became-follower event id -> its records at risk as [a, b) runs
+        # (checker.reportrisk); None: found in the acknowledged sends
+        self._risk = None if story is None else story.get("risk")
         self._history(data.history if story is None else story["ops"])
         self.windows = self._windows()
 
@@ -257,6 +260,24 @@ class RunFacts:
         times, isrs = self._isr_index[part]
         i = bisect.bisect_right(times, t)
         return list(isrs[i - 1]) if i else None
+
+    def acked_before(self, part: str, offset: int, before: int) -> dict[str, Any] | None:
+        """The last acknowledged send at `offset` before `before`."""
+        oks = [o for o in self.acks.get(part, {}).get(offset, [])
+               if time_ns(o.get("time")) < before]
+        return max(oks, key=lambda o: time_ns(o.get("time"))) if oks else None
+
+    def at_risk(self, part: str, bec: Item) -> list[tuple[int, int]]:
+        """The offsets a became-follower event's replica held above its HW ([hw, leo))
+        that were acknowledged before it, as [a, b) runs: the records at risk there
+        (reports.story.kept). The check computes them for a valid run (its story
+        holds only the sends the story names); else from the acknowledged sends."""
+        if self._risk is not None:
+            return [(a, b) for a, b in self._risk.get(bec.id, [])]
+        leo, hw, t = int_or(bec.get("leo"), 0), int_or(bec.get("hw"), 0), time_ns(bec.time)
+        acked = self.acks.get(part, {})
+        return offset_runs(o for o in range(hw, leo)
+                           if any(time_ns(a.get("time")) < t for a in acked.get(o, ())))
 
     def election_of(self, part: str, epoch: Any) -> Election | None:
         """The election that started leader epoch `epoch` of `part`."""

@@ -11,12 +11,13 @@ acknowledged sends of history.jsonl; never from the scenario's name.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from reports.story.facts import Item, int_or, rule_of, run_features, time_ns
 from reports.story.lines import Cause, Line, Step
 from reports.story.words import MAX_VALUES, rec_text, value_name
-from reports.units import offsets_phrase
+from reports.units import offsets_phrase, runs_text
 
 if TYPE_CHECKING:
     from reports.story.builder import _Builder
@@ -32,9 +33,15 @@ _NO_EPOCH = -1  # 0.11–1.1 answers carry no epoch (KIP-101); from 2.0 they do 
 
 
 def kept_causes(b: _Builder) -> list[Cause]:
-    """One "kept" cause per at-risk acknowledged record its replicas all kept."""
+    """The "kept" causes: the at-risk acknowledged records their replicas all kept,
+    one cause per run of offsets that were kept the same way (the same steps).
+
+    Worked out over runs of offsets, not offset by offset: a long valid run holds
+    hundreds of thousands of records at risk, and the check hands the report their
+    runs only (RunFacts.at_risk), with the sends at the runs' ends."""
     f = b.f
-    causes: dict[tuple[str, int], Cause] = {}
+    # part -> (a, b, the became-follower's time, its steps) for each run at risk
+    spans: dict[str, list[tuple[int, int, int, list[Step]]]] = {}
     exchanges_of: dict[str, dict[str, list[Item]]] = {}
     for part, by_node in sorted(f.became.items()):
         exchanges = exchanges_of[part] = _exchanges(f.items.values(), part)
@@ -43,63 +50,89 @@ def kept_causes(b: _Builder) -> list[Cause]:
                 if bec.type != "became-follower" or (
                         i and becs[i - 1].get("leader_epoch") == bec.get("leader_epoch")):
                     continue  # at risk only on following a new leader epoch
-                leo, hw = int_or(bec.get("leo"), 0), int_or(bec.get("hw"), 0)
-                t = time_ns(bec.time)
-                risk = {o: a for o in range(hw, leo) if (a := _acked(f, part, o, t))}
+                risk = f.at_risk(part, bec)
                 if not risk:
                     continue
+                t, hw = time_ns(bec.time), int_or(bec.get("hw"), 0)
                 until = time_ns(becs[i + 1].time) if i + 1 < len(becs) else None
                 trs = [tr for tr in f.truncs.get(part, {}).get(node, [])
                        if t <= time_ns(tr.time) and (until is None or time_ns(tr.time) < until)]
-                if any(f.removes(tr, o) for tr in trs for o in risk):
+                if any(_removes_any(tr, risk) for tr in trs):
                     continue  # not kept: the story of a loss, if it became one
                 asked = [x for x in exchanges.get(node, [])
                          if t <= time_ns(x.time) and (until is None or time_ns(x.time) < until)]
+                shown = _first_values(f, part, risk, t)
+                count = sum(hi - lo for lo, hi in risk)
                 ln = b.line(f"kept:{bec.id}", "kept", bec, node=node, part=part)
-                ln.said = _kept_text(f, bec, hw, risk, trs, asked, until)
+                ln.said = _kept_text(f, bec, hw, risk, shown, count, trs, asked, until)
                 # shared by the records kept here; each cause adds its own ack
                 steps = [Step(ln, f"{node} keeps it ({_rule(trs, asked)})")]
                 for x in asked:
                     steps.append(Step(_epoch_line(b, x, part), f"{node} asks the leader"))
                 for el in f.elections.get(part, []):
                     if el.leader == node and el.time > t and el.leo is not None \
-                            and el.leo >= max(risk) + 1:
+                            and el.leo >= risk[-1][1]:
                         el_ln = b.election_line(el)
-                        for o, a in risk.items():
-                            el_ln.still[o] = a.get("value")
+                        for lo, hi in risk:
+                            for o in range(lo, hi):
+                                el_ln.still.setdefault(o, None)
+                        el_ln.still.update(shown)  # the values its text names
                         steps.append(Step(el_ln, f"{node} elected still holding it "
                                                  f"(epoch {el.epoch})"))
                         break
-                for o, a in sorted(risk.items()):
-                    c = causes.get((part, o))
-                    if c is None:
-                        c = causes[(part, o)] = Cause(
-                            "kept", part, f"{value_name(a.get('value'), f)}, acknowledged "
-                                          f"at {part} offset {o}, kept", [o], _ack(b, a, part, o))
-                    # by identity: comparing Steps compares their lines, field by
-                    # field -- quadratic over a long run's thousands of causes
-                    have = {id(s) for s in c.steps}
-                    c.steps += [s for s in steps if id(s) not in have]
+                spans.setdefault(part, []).extend((lo, hi, t, steps) for lo, hi in risk)
     # Each OffsetsForLeaderEpoch answer once: (answer, the asker's LEO, its end offset).
     answers = {part: [(x, int_or(bec.get("leo") if bec else None, 0), x.get("end_offset"))
                       for node, xs in ex.items() for x in xs
                       for bec in [f.became_before(node, part, time_ns(x.time))]]
                for part, ex in exchanges_of.items()}
-    for (part, o), c in causes.items():
-        # Replicas holding it that asked the leader and kept it (the at-risk ones
-        # are in already).
-        for x, leo, end in answers.get(part, []):
-            if leo > o and isinstance(end, int) and end > o:
-                ln = _epoch_line(b, x, part)
-                if all(s.line is not ln for s in c.steps):
-                    c.steps.append(Step(ln, f"{x.node} asks the leader and keeps it"))
-    return list(causes.values())
+    causes = []
+    for part, runs in spans.items():
+        # Replicas holding it that asked the leader and kept it: offsets below both
+        # the asker's LEO and the answer's end offset.
+        told = [(x, min(leo, end)) for x, leo, end in answers.get(part, [])
+                if isinstance(end, int)]
+        cuts = sorted({o for lo, hi, _, _ in runs for o in (lo, hi)}
+                      | {below for _, below in told})
+        for lo, hi in itertools.pairwise(cuts):
+            covering = [(t, steps) for a, z, t, steps in runs if a <= lo and hi <= z]
+            if not covering:
+                continue
+            have: set[int] = set()
+            chain: list[Step] = []
+            for _, steps in covering:
+                # by identity: comparing Steps compares their lines, field by field
+                chain += [s for s in steps if id(s) not in have]
+                have.update(id(s) for s in steps)
+            for x, below in told:
+                if below >= hi:
+                    ln = _epoch_line(b, x, part)
+                    if all(s.line is not ln for s in chain):
+                        chain.append(Step(ln, f"{x.node} asks the leader and keeps it"))
+            a = f.acked_before(part, lo, covering[0][0])
+            value = a.get("value") if a is not None else None
+            causes.append(Cause("kept", part, f"{value_name(value, f)}, acknowledged at {part} "
+                                f"offset {lo}, kept", list(range(lo, hi)),
+                                (_ack(b, a, part, lo) if a is not None else []) + chain))
+    return causes
 
 
-def _acked(f: Any, part: str, offset: int, before: int) -> dict[str, Any] | None:
-    """The last acknowledged send at `offset` before `before`."""
-    oks = [o for o in f.acks.get(part, {}).get(offset, []) if time_ns(o.get("time")) < before]
-    return max(oks, key=lambda o: time_ns(o.get("time"))) if oks else None
+def _removes_any(tr: Item, runs: list[tuple[int, int]]) -> bool:
+    """A truncation's removed range [to, from) meets one of the runs [a, b)."""
+    to, frm = int_or(tr.get("to"), 0), int_or(tr.get("from"), 0)
+    return any(max(a, to) < min(b, frm) for a, b in runs)
+
+
+def _first_values(f: Any, part: str, risk: list[tuple[int, int]], t: int) -> dict[int, Any]:
+    """offset -> value of the first MAX_VALUES records at risk (the ones a line names)."""
+    out: dict[int, Any] = {}
+    for lo, hi in risk:
+        for o in range(lo, min(hi, lo + MAX_VALUES - len(out))):
+            a = f.acked_before(part, o, t)
+            out[o] = a.get("value") if a is not None else None
+        if len(out) >= MAX_VALUES:
+            break
+    return out
 
 
 def _ack(b: _Builder, op: dict[str, Any], part: str, offset: int) -> list[Step]:
@@ -141,13 +174,12 @@ def _answer(x: Item) -> str:
             "Kafka 2.0.0)")
 
 
-def _kept_text(f: Any, bec: Item, hw: int, risk: dict[int, dict[str, Any]],
-               trs: list[Item], asked: list[Item], until: int | None) -> str:
+def _kept_text(f: Any, bec: Item, hw: int, risk: list[tuple[int, int]], shown: dict[int, Any],
+               count: int, trs: list[Item], asked: list[Item], until: int | None) -> str:
     node, leader = bec.node, bec.get("leader")
-    named = [value_name(a.get("value"), f) for _, a in sorted(risk.items())]
-    vals = ", ".join(named[:MAX_VALUES]) + (f", … ({len(named):,} records)"
-                                           if len(named) > MAX_VALUES else "")
-    where = (f"offset {min(risk)}" if len(risk) == 1 else offsets_phrase(sorted(risk)))
+    named = [value_name(v, f) for _, v in sorted(shown.items())]
+    vals = ", ".join(named) + (f", … ({count:,} records)" if count > MAX_VALUES else "")
+    where = f"offset {risk[0][0]}" if count == 1 else f"offsets {runs_text(risk)}"
     text = (f"{node} follows {leader} (epoch {bec.get('leader_epoch')}) holding {vals} at "
             f"{where}, above its HW {hw}. It does not truncate to its HW, as 0.10's rule hw "
             "would (ReplicaManager.makeFollowers)")

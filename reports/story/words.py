@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract import STORY_VALUES
 from reports.story.facts import Election, Item, RunFacts, int_or, rule_of, time_ns
 from reports.story.lines import Line
 from reports.units import fmt_time, offsets_phrase, plural
@@ -29,7 +30,7 @@ RULES: dict[str, str] = {
 FAULT_WORDS = {"down": "down", "paused": "paused", "partitioned": "cut off by a partition"}
 FAULT_VERBS = {"kill": "killed", "stop": "stopped (controlled shutdown)",
                "power-cycle": "power-cycled", "pause": "paused", "partition": "partitioned"}
-MAX_VALUES = 6  # values named in one line
+MAX_VALUES = STORY_VALUES  # values named in one line
 
 
 def value_name(v: Any, facts: RunFacts) -> str:
