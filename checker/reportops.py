@@ -24,18 +24,12 @@ from typing import Any, BinaryIO
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from contract import FINAL_PROCESS, HISTORY, NEMESIS_PROCESS
+from contract import FINAL_PROCESS, HISTORY, NEMESIS_PROCESS, witness_part
 
 FIRST_RECORDS = 12  # a final read's records the timeline lists (reports.render._details)
 # The offsets of a run's story at most; beyond, the report reads the history itself.
 MAX_OFFSETS = 20_000
 _PREFIX = b'{"index":'  # every history line starts so (workloads.history)
-
-
-def _witness_part(a: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """As reports.story.builder._witness: the witness and the partition it names."""
-    w = a.get("witness") or {}
-    return w, f"{w.get('topic', a.get('topic'))}/{w.get('partition', a.get('partition'))}"
 
 
 def wanted(anomalies: list[dict[str, Any]]
@@ -47,7 +41,7 @@ def wanted(anomalies: list[dict[str, Any]]
     lost: dict[str, set[int]] = {}
     indexes: set[int] = set()
     for a in anomalies:
-        w, part = _witness_part(a)
+        w, part = witness_part(a)
         if a.get("kind") == "lost-write":
             if isinstance(w.get("acked_offset"), int):
                 offsets.setdefault(part, set()).add(w["acked_offset"])

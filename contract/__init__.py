@@ -7,6 +7,8 @@ contract.utf8's.
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.protocol import PROTOCOLS
 
 __all__ = [
@@ -17,7 +19,7 @@ __all__ = [
     "REPORT_HTML", "REPORT_INPUTS_JSON", "RESERVE", "ROLES", "RUN_JSON", "RUN_STATUSES",
     "RUNNING", "STATE", "STORY_VALUES",
     "SUMMARY_JSON",
-    "TRACE", "UNFINISHED",
+    "TRACE", "UNFINISHED", "witness_part",
 ]
 
 FORMAT_VERSION = 1
@@ -38,6 +40,16 @@ ANOMALY_KINDS = (
 # Values a report's story line names (the rest are counted): the check sends the
 # story the acknowledged sends of that many (checker.reportrisk).
 STORY_VALUES = 6
+
+
+def witness_part(anomaly: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """An anomalies.json entry's witness and the partition it names, "topic/partition"
+    (the anomaly's own, where the witness names none)."""
+    w = anomaly.get("witness") or {}
+    topic, partition = w.get("topic", anomaly.get("topic")), w.get("partition",
+                                                                 anomaly.get("partition"))
+    return w, f"{topic}/{partition}"
+
 
 # -- run.json "status" (docs/run-directory.md) -----------------------------------
 RUNNING = "running"  # written at start; still so if the harness died

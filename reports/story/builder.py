@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.rundata import RunData, pkey
+from contract import witness_part
+from reports.rundata import RunData
 from reports.story.facts import Election, Item, RunFacts, int_or, rule_of, time_ns
 from reports.story.kept import kept_causes
 from reports.story.lines import Cause, Line, Step, Story
@@ -168,7 +169,7 @@ class _Builder:
 
     def lost_write(self, a: dict[str, Any]) -> Cause | None:
         f = self.f
-        w, part = _witness(a)
+        w, part = witness_part(a)
         v, offset = w.get("value"), w.get("acked_offset")
         if not isinstance(offset, int):
             return None
@@ -262,7 +263,7 @@ class _Builder:
         resend (reports.story.resends): the second copy, the acknowledgement, the
         final read."""
         f = self.f
-        w, part = _witness(a)
+        w, part = witness_part(a)
         v = w.get("value")
         offsets = sorted(x["offset"] for x in w.get("at") or []
                          if isinstance(x, dict) and isinstance(x.get("offset"), int))
@@ -296,7 +297,7 @@ class _Builder:
 
     def divergence(self, a: dict[str, Any]) -> Cause | None:
         f = self.f
-        w, part = _witness(a)
+        w, part = witness_part(a)
         reps = [str(r) for r in w.get("replicas") or []]
         if len(reps) != 2:
             return None
@@ -344,12 +345,6 @@ class _Builder:
         title = (f"replicas {reps[0]} and {reps[1]} diverge at {part} "
                  f"{offsets_phrase(offsets)}")
         return Cause("divergence", part, title, sorted(set(offsets)), steps)
-
-
-def _witness(a: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """An anomaly's witness and the partition it names (the anomaly's, if it does not)."""
-    w = a.get("witness") or {}
-    return w, pkey(w.get("topic", a.get("topic")), w.get("partition", a.get("partition")))
 
 
 def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts]:
