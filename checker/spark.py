@@ -43,7 +43,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructType
 
-from checker import masterprobe
+from checker import jit, masterprobe
 from checker.errors import SparkMasterError
 from checker.java import Runtime, ensure_java, find_runtime, user_cache
 from checker.jvmview import caching
@@ -382,8 +382,8 @@ def get_session(master: str | None = None, progress_bar: bool = False,
     """Return the cached SparkSession, starting it on first use.
 
     ``niced_jit``: the JIT compilers of a JVM this call starts run at the lowest
-    CPU priority (below); a caller whose first check is a large batch (the swarm)
-    turns it off, as compiling the batch's hot loops early is what pays there.
+    CPU priority during small checks (checker.jit); a caller whose checks are all
+    large batches (the swarm) turns it off.
 
     ``master`` defaults to ``local[2]`` (``ISRLAB_SPARK_MASTER`` overrides). Asking
     for a different master than the running session's stops and replaces it.
@@ -407,16 +407,11 @@ def get_session(master: str | None = None, progress_bar: bool = False,
         # (~3% at 10M operations).
         jvm = f"-Dlog4j2.configurationFile=file:{_log4j_file()} -XX:-DontCompileHugeMethods"
         jvm += region_flag(driver_memory())
-        # The JIT compilers at the lowest CPU priority: a cold JVM's first check
-        # spends more CPU in C2 (~17 s) than in Spark, and on a small machine that
-        # time comes out of the check; niced, C2 compiles while the cores are idle
-        # (a user reading the report, the warm-up) -- a cold small check ~20 ->
-        # ~15 s, and no slower at 1M operations (bench/README.md).
-        # A large first batch is the opposite case: its tasks keep both cores busy,
-        # a niced C2 starves, and the batch runs in slow code (240 swarm runs, 58 MB:
-        # 138 s niced, 93 s not).
-        if niced_jit:
-            jvm += " -XX:ThreadPriorityPolicy=1 -XX:CompilerThreadPriority=19"
+        # The JIT compilers niced while a check is small, not for a large one
+        # (checker.jit; one_check sets them).
+        global _nice_small_checks
+        jvm += jit.jvm_flags(per_check=True) if niced_jit else jit.FLAGS
+        _nice_small_checks = niced_jit and jit.can_unnice()
         jvm += "".join(f" {flag}" for flag in cds_flags(runtime))
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not
@@ -703,6 +698,8 @@ SMALL_BATCH = {"spark.sql.shuffle.partitions": "1",
                "spark.sql.autoBroadcastJoinThreshold": "-1",
                "spark.sql.optimizer.disableHints": "true"}
 _checks_done = 0  # completed checks in this process's driver JVM
+# Whether one_check nices the driver JVM's compilers for a small batch (checker.jit).
+_nice_small_checks = False
 
 
 def interpreted_checks() -> int:
@@ -727,6 +724,8 @@ def one_check(spark: SparkSession, history_bytes: int) -> Iterator[bool]:
     # A Connect server's JVM is not this process's: how warm it is is unknown here.
     cold = _checks_done < interpreted_checks() and not is_connect(spark)
     settings = {**(SMALL_BATCH if small else {}), **(_INTERPRETED if small and cold else {})}
+    if _nice_small_checks:
+        jit.set_compilers_nice(spark, niced=small)
     try:
         with session_conf(spark, settings):
             yield small
