@@ -48,11 +48,13 @@ def causes(report: str) -> list[dict]:
     """The "why" list: each cause's kind, partition, offsets and the story lines it links."""
     out = []
     for m in re.finditer(r'<li class="cause" data-kind="([\w-]+)" data-part="([^"]+)" '
-                         r'data-offsets="([\d,]*)">(.*?)</li>', report, flags=re.S):
+                         r'data-offsets="([\d,-]*)">(.*?)</li>', report, flags=re.S):
         steps = re.findall(r'<a class="step k-[\w-]+" data-kind="([\w-]+)" '
                            r'href="#story-(\d+)">', m.group(4))
         out.append({"kind": m.group(1), "part": m.group(2),
-                    "offsets": {int(o) for o in m.group(3).split(",") if o},
+                    "offsets": {o for run in m.group(3).split(",") if run
+                                for a, _, b in [run.partition("-")]
+                                for o in range(int(a), int(b or a) + 1)},
                     "steps": [(k, int(n)) for k, n in steps]})
     return out
 
