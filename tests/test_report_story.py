@@ -590,6 +590,10 @@ def test_records_kept_by_two_followers_are_grouped_by_who_kept_them() -> None:
     assert all(c.steps[0].label == f"{len(c.offsets)} records acknowledged" for c in st.causes)
     kept_a = next(ln for ln in st.lines if ln.kind == "kept" and ln.node == "A")
     assert "(50 records) at offsets 30–79, above its HW 30" in kept_a.text
+    assert st.gist == ("80 acknowledged records were at risk: a follower held them above its "
+                       "HW as it followed a new leader (2 times), and every one was kept -- from "
+                       "Kafka 2.8.0 a follower truncates only where the leader's Fetch answer "
+                       "names a diverging epoch (KAFKA-10554).")
 
 
 def test_many_records_kept_the_same_way_are_one_cause() -> None:

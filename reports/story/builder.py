@@ -19,7 +19,7 @@ from typing import Any
 from contract import witness_part
 from reports.rundata import RunData
 from reports.story.facts import Election, Item, RunFacts, int_or, rule_of, time_ns
-from reports.story.kept import kept_causes
+from reports.story.kept import gist, kept_causes
 from reports.story.lines import Cause, Line, Step, Story
 from reports.story.resends import client_resend, recognised_causes
 from reports.story.words import FAULT_WORDS, RULES, line_text, rec_text, value_name
@@ -381,7 +381,8 @@ def build(data: RunData, facts: RunFacts | None = None) -> tuple[Story, RunFacts
     named = sorted({rule_of(ln.item) or "" for ln in lines
                     if ln.kind == "truncate" and ln.item is not None} & set(RULES))
     return Story(lines, causes, [f"{k} ×{n}" for k, n in uncaused.items()],
-                 [(r, RULES[r]) for r in named]), f
+                 [(r, RULES[r]) for r in named],
+                 None if data.anomalies else gist(causes, data.meta.get("protocol"))), f
 
 
 # a producer's resend comes before the acknowledgement it got at the same time

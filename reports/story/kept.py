@@ -117,6 +117,23 @@ def kept_causes(b: _Builder) -> list[Cause]:
     return causes
 
 
+def gist(causes: list[Cause], protocol: Any) -> str | None:
+    """What happened to a valid run's records at risk, in one sentence above its
+    story: how many, how many times a follower held some as it followed a new
+    leader, and the rule that kept them (a long run's story is many such lines)."""
+    kept = [c for c in causes if c.kind == "kept"]
+    if not kept:
+        return None
+    records = sum(len(c.offsets) for c in kept)
+    times = len({s.line.key for c in kept for s in c.steps if s.line.kind == "kept"})
+    rule = ASKS.get(_truncation(protocol))
+    return (f"{records:,} acknowledged {'record was' if records == 1 else 'records were'} "
+            f"at risk: a follower held {'it' if records == 1 else 'them'} above its HW as it "
+            f"followed a new leader ({times:,} {'time' if times == 1 else 'times'}), and "
+            f"{'it was' if records == 1 else 'every one was'} kept"
+            + (f" -- {rule}." if rule else "."))
+
+
 def _removes_any(tr: Item, runs: list[tuple[int, int]]) -> bool:
     """A truncation's removed range [to, from) meets one of the runs [a, b)."""
     to, frm = int_or(tr.get("to"), 0), int_or(tr.get("from"), 0)

@@ -91,4 +91,6 @@ class Story:
     causes: list[Cause]
     uncaused: list[str]  # anomaly kinds the story does not explain, with counts
     rules: list[tuple[str, str]] = field(default_factory=list)  # the truncation rules named
+    # a valid run's records at risk and why none was lost, in a sentence (kept.gist)
+    gist: str | None = None
 
