@@ -98,10 +98,9 @@ def report_inputs(spark: SparkSession, history: DataFrame, sends: SendOps, spars
              int(t / co.throughput_width(t)) + 1) for u, t in t1.items()],
             "run string, lane_w double, lat_w double, tp_w double, nbins int")
         binned = ops.join(F.broadcast(widths), "run")  # the big runs' ops only
-        _lanes(binned, out)
+        _lanes_and_throughput(binned, out)
         _latency(binned, out)
         _failed(spark, ops, big, out)
-        _throughput(binned, out)
     return {u: {"client_ops": c} for u, c in out.items()}
 
 
@@ -110,26 +109,38 @@ def _bin(t: str, width: str, n: int | str) -> Any:
     return F.least(F.floor(F.col(t) / F.col(width)).cast("int"), last)
 
 
-def _lanes(binned: DataFrame, out: dict[str, dict[str, Any]]) -> None:
-    rank = F.when(F.col("type") == "fail", 0).when(F.col("type") == "ok", 2).otherwise(1)
-    spans = binned.select("run", "process", rank.alias("rank"),
-                          _bin("start", "lane_w", co.LANE_BINS).alias("b0"),
-                          _bin("end", "lane_w", co.LANE_BINS).alias("b1"))
-    worst = spans.select("run", "process", "rank", F.explode(F.sequence("b0", "b1")).alias("b")
-                         ).groupBy("run", "process", "b").agg(F.min("rank").alias("rank"))
-    done = binned.groupBy("run", "process", _bin("end", "lane_w", co.LANE_BINS).alias("b"),
-                          "type").agg(F.count("*").alias("n"), F.min("index").alias("first"))
-    first = binned.groupBy("run", "process").agg(F.min("index").alias("first")).collect()
-    ranks: dict[tuple[str, str], dict[int, int]] = {}
-    for r in worst.collect():
-        ranks.setdefault((r.run, r.process), {})[r.b] = r.rank
-    ends: dict[tuple[str, str, int], list[Any]] = {}
-    for r in sorted(done.collect(), key=lambda r: r.first):
-        ends.setdefault((r.run, r.process, r.b), []).append([r.type, r.n])
-    for r in sorted(first, key=lambda r: r.first):
-        bins = ranks.get((r.run, r.process), {})
-        out[r.run]["lanes"][r.process] = [[b, k, ends.get((r.run, r.process, b), [])]
-                                          for b, k in sorted(bins.items())]
+def _lanes_and_throughput(binned: DataFrame, out: dict[str, dict[str, Any]]) -> None:
+    """The lanes and the throughput chart from one aggregation of the ops: per
+    process, outcome, the lane bins an op starts and ends in, and its throughput
+    bin -- a few thousand rows the driver rolls up (sums of counts, minimums of
+    first indexes and of outcome ranks, as checker.clientops computes them)."""
+    rows = binned.groupBy(
+        "run", "process", "type", "nbins", _bin("start", "lane_w", co.LANE_BINS).alias("b0"),
+        _bin("end", "lane_w", co.LANE_BINS).alias("b1"), _bin("end", "tp_w", "nbins").alias("tb"),
+    ).agg(F.count("*").alias("n"), F.min("index").alias("first")).collect()
+    worst: dict[tuple[str, str], dict[int, int]] = {}
+    ends: dict[tuple[str, str, int], dict[str, list[int]]] = {}  # type -> [n, first]
+    first: dict[tuple[str, str], int] = {}
+    counts: dict[str, dict[str, list[int]]] = {}
+    for r in rows:
+        key = (r.run, r.process)
+        rank = 0 if r.type == "fail" else 2 if r.type == "ok" else 1
+        bins = worst.setdefault(key, {})
+        for b in range(r.b0, r.b1 + 1):
+            bins[b] = min(bins.get(b, rank), rank)
+        done = ends.setdefault((*key, r.b1), {}).setdefault(r.type, [0, r.first])
+        done[0] += r.n
+        done[1] = min(done[1], r.first)
+        first[key] = min(first.get(key, r.first), r.first)
+        if r.type in co.TYPES:
+            counts.setdefault(r.run, {}).setdefault(r.type, [0] * r.nbins)[r.tb] += r.n
+    for (u, proc), _ in sorted(first.items(), key=lambda kv: kv[1]):
+        out[u]["lanes"][proc] = [
+            [b, k, [[t, n] for t, (n, _) in sorted(ends.get((u, proc, b), {}).items(),
+                                                   key=lambda tv: tv[1][1])]]
+            for b, k in sorted(worst[(u, proc)].items())]
+    for u, by_type in counts.items():
+        out[u]["throughput"] = {t: by_type[t] for t in co.TYPES if t in by_type}
 
 
 def _latency(binned: DataFrame, out: dict[str, dict[str, Any]]) -> None:
@@ -156,18 +167,6 @@ def _failed(spark: SparkSession, ops: DataFrame, runs: dict[str, Any],
     chosen = local_rows(spark, picks, "run string, i int")
     for r in failed.join(chosen, ["run", "i"]).orderBy("run", "index").collect():
         out[r.run]["failed"].append({"f": r.f, "type": r.type, "start": r.start, "end": r.end})
-
-
-def _throughput(binned: DataFrame, out: dict[str, dict[str, Any]]) -> None:
-    rows = (binned.filter(F.col("type").isin(*co.TYPES))
-            .groupBy("run", "type", "nbins", _bin("end", "tp_w", "nbins").alias("b"))
-            .agg(F.count("*").alias("n")).collect())
-    counts: dict[str, dict[str, list[int]]] = {}
-    for r in rows:
-        c = counts.setdefault(r.run, {}).setdefault(r.type, [0] * r.nbins)
-        c[r.b] = r.n
-    for u, by_type in counts.items():
-        out[u]["throughput"] = {t: by_type[t] for t in co.TYPES if t in by_type}
 
 
 def write_report_inputs(run_dir: Path, inputs: dict[str, Any] | None, checked_at: str) -> None:
