@@ -563,6 +563,16 @@ def test_what_a_clean_run_claims_follows_what_was_checked(meta: dict, not_checke
     assert headline(data).text == head
 
 
+def _acked_sends(n: int, part: dict, leader: str) -> list[dict]:
+    """Values 100, 101, ... acknowledged by `leader` at offsets 0..n-1, one a tick."""
+    hist: list[dict] = []
+    for i in range(n):
+        hist += [{"index": 2 * i, "time": 20 + i, "process": 0, "type": "invoke", "f": "send"},
+                 {"index": 2 * i + 1, "time": 21 + i, "process": 0, "type": "ok", "f": "send",
+                  **part, "value": 100 + i, "offset": i, "acks": "all", "node": leader}]
+    return hist
+
+
 def test_records_kept_by_two_followers_are_grouped_by_who_kept_them() -> None:
     """Two followers whose at-risk ranges overlap ([0, 50) and [30, 80)): the
     records only B held, those both held, and those only A held are three causes,
@@ -576,12 +586,7 @@ def test_records_kept_by_two_followers_are_grouped_by_who_kept_them() -> None:
         {"time": 600, "node": "A", "type": "became-follower", **part, "leader_epoch": 1,
          "leader": "C", "leo": 80, "hw": 30},
     ]
-    hist = []
-    for i in range(80):
-        hist += [{"index": 2 * i, "time": 20 + i, "process": 0, "type": "invoke", "f": "send"},
-                 {"index": 2 * i + 1, "time": 21 + i, "process": 0, "type": "ok", "f": "send",
-                  **part, "value": 100 + i, "offset": i, "acks": "all", "node": "C"}]
-    st, _ = story.build(_run(ev, hist, [], protocol="latest"))
+    st, _ = story.build(_run(ev, _acked_sends(80, part, "C"), [], protocol="latest"))
     got = {(c.offsets[0], c.offsets[-1]): [s.label for s in c.steps[1:]] for c in st.causes}
     assert got == {(0, 29): ["B keeps it (no truncation to its HW)"],
                    (30, 49): ["B keeps it (no truncation to its HW)",
@@ -608,12 +613,7 @@ def test_many_records_kept_the_same_way_are_one_cause() -> None:
         {"time": 500, "node": "B", "type": "became-follower", **part, "leader_epoch": 1,
          "leader": "C", "leo": 50, "hw": 0},
     ]
-    hist = []
-    for i in range(50):
-        hist += [{"index": 2 * i, "time": 20 + i, "process": 0, "type": "invoke", "f": "send"},
-                 {"index": 2 * i + 1, "time": 21 + i, "process": 0, "type": "ok", "f": "send",
-                  **part, "value": 100 + i, "offset": i, "acks": "all", "node": "A"}]
-    st, _ = story.build(_run(ev, hist, [], protocol="latest"))
+    st, _ = story.build(_run(ev, _acked_sends(50, part, "A"), [], protocol="latest"))
     (c,) = st.causes
     assert c.kind == "kept" and c.offsets == list(range(50))
     assert c.title == "50 acknowledged records kept the same way: acknowledged at t/0 offsets 0–49"
