@@ -35,4 +35,10 @@ def test_compilers_are_niced_for_a_small_check_and_not_for_a_large_one() -> None
         assert set(large.values()) == {0}
     else:  # niced from the JVM's start, for good
         assert set(small.values()) == set(large.values()) == {jit.NICED}
+    # the JVM's other threads keep their priority throughout
+    pid = jit.driver_jvm(spark)
+    others = {os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir(f"/proc/{pid}/task")
+              if int(t) not in small}
+    assert others == {0}, others
+
 

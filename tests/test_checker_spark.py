@@ -152,30 +152,6 @@ def test_a_small_batch_runs_in_one_shuffle_partition_without_broadcasts(
 
 
 @pytest.mark.spark
-def test_the_driver_jvm_compiles_at_the_lowest_cpu_priority() -> None:
-    from pyspark import SparkContext
-
-    get_session()
-    proc = getattr(SparkContext._gateway, "proc", None)
-    if proc is None or not os.path.isdir(f"/proc/{proc.pid}/task"):
-        pytest.skip("no driver JVM of this process's own, or no /proc")
-    nice: dict[str, int] = {}
-    for tid in os.listdir(f"/proc/{proc.pid}/task"):
-        try:
-            with open(f"/proc/{proc.pid}/task/{tid}/comm") as fh:
-                comm = fh.read().strip()
-            with open(f"/proc/{proc.pid}/task/{tid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # a thread that just ended
-        nice[comm if "CompilerThre" in comm else tid] = int(fields[16])  # stat's 19th
-    compilers = {c: n for c, n in nice.items() if "CompilerThre" in c}
-    assert any(c.startswith("C2") for c in compilers), nice
-    assert set(compilers.values()) == {19}
-    assert 0 in nice.values()  # the JVM's other threads keep their priority
-
-
-@pytest.mark.spark
 def test_pyspark_looks_up_a_jvm_class_and_its_method_once_per_jvm(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """After the first F.col, each F.col is the one Py4J call that makes the Column:
