@@ -40,12 +40,6 @@ def can_unnice() -> bool:
     return soft == resource.RLIM_INFINITY or soft >= 20  # the lowest nice: 20 - soft
 
 
-def jvm_flags(per_check: bool) -> str:
-    """The driver JVM's flags for its compilers' priority: set per check
-    (``per_check`` and allowed), else niced from the start."""
-    return FLAGS if per_check and can_unnice() else NICED_FLAGS
-
-
 def driver_jvm(spark: Any) -> int | None:
     """The pid of the driver JVM this process started (local mode), else None (a
     Connect or remote driver: not ours to set)."""

@@ -410,8 +410,8 @@ def get_session(master: str | None = None, progress_bar: bool = False,
         # The JIT compilers niced while a check is small, not for a large one
         # (checker.jit; one_check sets them).
         global _nice_small_checks
-        jvm += jit.jvm_flags(per_check=True) if niced_jit else jit.FLAGS
         _nice_small_checks = niced_jit and jit.can_unnice()
+        jvm += jit.NICED_FLAGS if niced_jit and not _nice_small_checks else jit.FLAGS
         jvm += "".join(f" {flag}" for flag in cds_flags(runtime))
         with warnings.catch_warnings():
             # pyspark warns at import time about pandas versions it has not

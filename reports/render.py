@@ -22,7 +22,7 @@ from contract import CHECK, FINAL_PROCESS, REPORT_HTML, TRACE
 from contract.rundir import read_jsonl
 from reports import batch, charts, grid, story, trace
 from reports.rundata import RunData, load
-from reports.units import figure_row, fmt_time, offset_runs
+from reports.units import figure_row, fmt_time, offset_runs, runs_text
 
 MAX_EVENTS = 2000
 # A story line's kind, as its tag in the report.
@@ -64,8 +64,7 @@ def _env() -> jinja2.Environment:
     env.filters["pretty"] = _pretty
     # a cause's offsets as runs, "2-4,7": a long valid run's kept cause holds
     # tens of thousands
-    env.filters["offset_runs"] = lambda offs: ",".join(
-        str(a) if b == a + 1 else f"{a}-{b - 1}" for a, b in offset_runs(offs))
+    env.filters["offset_runs"] = lambda offs: runs_text(offset_runs(offs), ",", "-")
     return env
 
 

@@ -47,9 +47,9 @@ def offsets_text(offsets: Iterable[int]) -> str:
     return runs_text(offset_runs(offsets))
 
 
-def runs_text(runs: Iterable[tuple[int, int]]) -> str:
+def runs_text(runs: Iterable[tuple[int, int]], sep: str = ", ", dash: str = "–") -> str:
     """[a, b) runs of offsets, ascending, as offsets_text writes them."""
-    return ", ".join(str(a) if b == a + 1 else f"{a}–{b - 1}" for a, b in runs)
+    return sep.join(str(a) if b == a + 1 else f"{a}{dash}{b - 1}" for a, b in runs)
 
 
 def offsets_phrase(offsets: list[int] | set[int]) -> str:

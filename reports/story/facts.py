@@ -324,7 +324,12 @@ class RunFacts:
         return None
 
     def removes(self, tr: Item, offset: int) -> bool:
-        return int_or(tr.get("to"), 0) <= offset < int_or(tr.get("from"), 0)
+        return self.removes_any(tr, [(offset, offset + 1)])
+
+    def removes_any(self, tr: Item, runs: list[tuple[int, int]]) -> bool:
+        """A truncation's removed range [to, from) meets one of the runs [a, b)."""
+        to, frm = int_or(tr.get("to"), 0), int_or(tr.get("from"), 0)
+        return any(max(a, to) < min(b, frm) for a, b in runs)
 
     def log_record(self, node: str, part: str, offset: int) -> tuple[Any, Any] | None:
         if self.log_at is not None:  # the check's (checker.reportops.log_records)

@@ -57,7 +57,7 @@ def kept_causes(b: _Builder) -> list[Cause]:
                 until = time_ns(becs[i + 1].time) if i + 1 < len(becs) else None
                 trs = [tr for tr in f.truncs.get(part, {}).get(node, [])
                        if t <= time_ns(tr.time) and (until is None or time_ns(tr.time) < until)]
-                if any(_removes_any(tr, risk) for tr in trs):
+                if any(f.removes_any(tr, risk) for tr in trs):
                     continue  # not kept: the story of a loss, if it became one
                 asked = [x for x in exchanges.get(node, [])
                          if t <= time_ns(x.time) and (until is None or time_ns(x.time) < until)]
@@ -132,12 +132,6 @@ def gist(causes: list[Cause], protocol: Any) -> str | None:
             f"followed a new leader ({times:,} {'time' if times == 1 else 'times'}), and "
             f"{'it was' if records == 1 else 'every one was'} kept"
             + (f" -- {rule}." if rule else "."))
-
-
-def _removes_any(tr: Item, runs: list[tuple[int, int]]) -> bool:
-    """A truncation's removed range [to, from) meets one of the runs [a, b)."""
-    to, frm = int_or(tr.get("to"), 0), int_or(tr.get("from"), 0)
-    return any(max(a, to) < min(b, frm) for a, b in runs)
 
 
 def _first_values(f: Any, part: str, risk: list[tuple[int, int]], t: int) -> dict[int, Any]:
