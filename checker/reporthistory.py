@@ -41,7 +41,8 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
     offsets.update(offsets_kept)
     told = {u for u, parts in offsets.items()
             if sum(len(o) for o in parts.values()) <= reportops.MAX_OFFSETS}
-    sends = reportops.send_indexes(inputs.history, {u: offsets[u] for u in told})
+    picks = reportops.picked(inputs.history, {u: offsets[u] for u in told},
+                             {u: lost_at[u] for u in told if u in lost_at})
     # The replicas' records at the anomalies' offsets (not at a run's at-risk ones:
     # the story of what kept them reads none).
     records = reportops.log_records(inputs.logs, {u: offsets[u] for u in told if listed[u]})
@@ -56,8 +57,7 @@ def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
         out[u] = {"grid": grids[u], "consumers": u in consumers}
         if u in told:
             out[u]["story"] = reportops.story_inputs(runs[k].path, listed[u], few.get(u, set()),
-                                                     sends[u], lost_at[u],
-                                                     records.get(u, {}))
+                                                     picks[u], records.get(u, {}))
             if u in risk:
                 out[u]["story"]["risk"] = risk[u]
     return out

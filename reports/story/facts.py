@@ -30,7 +30,7 @@ class Item:
     fields: dict[str, Any]
     source: str  # event | nemesis | client | final
     in_story: bool = False
-    # a final read whose records the check cut (checker.reportops.trim_final): the
+    # a final read whose records the check cut (checker.reportops.picked): the
     # whole read's records, distinct offsets and end offset
     records_seen: tuple[int, int, int] | None = None
 
