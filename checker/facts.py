@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from sys import intern
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -54,7 +55,7 @@ BAD_HISTORY = "!h"
 BAD_LOG = "!l"
 
 
-@dataclass
+@dataclass(slots=True)  # one per offset bucket and source: 287k at 100M operations
 class Digest:
     run: str
     topic: str | None
@@ -182,7 +183,9 @@ def collect_facts(history: DataFrame, logs: DataFrame, bits: int,
         if r.src == BAD_LOG:
             out.bad_logs = True
             continue
-        out.digests.append(Digest(r.run, r.topic, r.partition, r.src + (r.who or ""), r.bucket, r.n,
+        # The run, topic and source repeat on every bucket's row: one string each.
+        out.digests.append(Digest(intern(r.run), r.topic and intern(r.topic), r.partition,
+                                  intern(r.src + (r.who or "")), r.bucket, r.n,
                                   r.lo, r.hi, r.top, bool(r.uneven), r.xlo, r.xhi))
     return out
 

@@ -138,17 +138,19 @@ def log_records(logs: DataFrame, offsets: dict[str, dict[str, set[int]]]
 
 def sparse_indexes(sparse: DataFrame) -> tuple[dict[str, set[int]], set[str]]:
     """run -> the indexes of its nemesis completions and final reads (the few rows
-    of checker.sparse), and the runs with a consumer (a poll outside the final read)."""
+    of checker.sparse), and the runs with a consumer (a poll outside the final
+    read). A consumer's polls are counted out in Spark -- one row per run, not
+    one per poll (196k polls at 10M operations)."""
     f, typ, proc = F.col("f"), F.col("type"), F.col("process")
-    rows = sparse.filter(
-        ((proc == NEMESIS_PROCESS) & (typ != "invoke"))
+    story = ((proc == NEMESIS_PROCESS) & (typ != "invoke")) \
         | ((proc == FINAL_PROCESS) & (f == "poll") & (typ == "ok"))
-        | ((f == "poll") & (proc != FINAL_PROCESS))
-    ).select("run", "index", (proc == NEMESIS_PROCESS) | (proc == FINAL_PROCESS)).collect()
+    rows = (sparse.filter(story | ((f == "poll") & (proc != FINAL_PROCESS)))
+            .select("run", F.when(story, F.col("index")).alias("index"))
+            .distinct().collect())
     out: dict[str, set[int]] = {}
     consumers: set[str] = set()
-    for run, index, story in rows:
-        if story:
+    for run, index in rows:
+        if index is not None:
             out.setdefault(run, set()).add(index)
         else:
             consumers.add(run)
