@@ -595,6 +595,12 @@ def test_records_kept_by_two_followers_are_grouped_by_who_kept_them() -> None:
     assert all(c.steps[0].label == f"{len(c.offsets)} records acknowledged" for c in st.causes)
     kept_a = next(ln for ln in st.lines if ln.kind == "kept" and ln.node == "A")
     assert "(50 records) at offsets 30–79, above its HW 30" in kept_a.text
+    # Two kept lines: each names the rule the gist states by its JIRA only.
+    assert "It does not truncate to its HW (KAFKA-10554, as above). No Fetch answer" \
+        in kept_a.text and "0.10's rule hw" not in kept_a.text
+    assert kept_a.text.endswith("so it truncates nothing. It keeps them.")
+    kept_b = next(ln for ln in st.lines if ln.kind == "kept" and ln.node == "B")
+    assert "as 0.10's rule hw would" in kept_b.text  # the first tells the rule in full
     assert st.gist == ("80 acknowledged records were at risk: a follower held them above its "
                        "HW as it followed a new leader (2 times), and every one was kept -- from "
                        "Kafka 2.8.0 a follower truncates only where the leader's Fetch answer "

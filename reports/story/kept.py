@@ -43,6 +43,7 @@ def kept_causes(b: _Builder) -> list[Cause]:
     # part -> (a, b, the became-follower's time, its steps) for each run at risk
     spans: dict[str, list[tuple[int, int, int, list[Step]]]] = {}
     exchanges_of: dict[str, dict[str, list[Item]]] = {}
+    texts: list[tuple[Line, tuple[Any, ...]]] = []  # each kept line, _kept_text's arguments
     for part, by_node in sorted(f.became.items()):
         exchanges = exchanges_of[part] = _exchanges(f.items.values(), part)
         for node, becs in sorted(by_node.items()):
@@ -64,7 +65,7 @@ def kept_causes(b: _Builder) -> list[Cause]:
                 shown = _first_values(f, part, risk, t)
                 count = sum(hi - lo for lo, hi in risk)
                 ln = b.line(f"kept:{bec.id}", "kept", bec, node=node, part=part)
-                ln.said = _kept_text(f, bec, hw, risk, shown, count, trs, asked, until)
+                texts.append((ln, (f, bec, hw, risk, shown, count, trs, asked, until)))
                 # shared by the records kept here; each cause adds its own ack
                 steps = [Step(ln, f"{node} keeps it ({_rule(trs, asked)})")]
                 for x in asked:
@@ -81,6 +82,11 @@ def kept_causes(b: _Builder) -> list[Cause]:
                                                  f"(epoch {el.epoch})"))
                         break
                 spans.setdefault(part, []).extend((lo, hi, t, steps) for lo, hi in risk)
+    # The first kept line tells the rule against 0.10's; the gist above the story
+    # names it too, so the later lines name it briefly (a 600 s chaos run has dozens).
+    texts.sort(key=lambda t: time_ns(t[1][1].time))
+    for i, (ln, args) in enumerate(texts):
+        ln.said = _kept_text(*args, brief=i > 0)
     # Each OffsetsForLeaderEpoch answer once: (answer, the asker's LEO, its end offset).
     answers = {part: [(x, int_or(bec.get("leo") if bec else None, 0), x.get("end_offset"))
                       for node, xs in ex.items() for x in xs
@@ -186,19 +192,25 @@ def _answer(x: Item) -> str:
 
 
 def _kept_text(f: Any, bec: Item, hw: int, risk: list[tuple[int, int]], shown: dict[int, Any],
-               count: int, trs: list[Item], asked: list[Item], until: int | None) -> str:
+               count: int, trs: list[Item], asked: list[Item], until: int | None,
+               brief: bool = False) -> str:
+    """A kept line's words; ``brief``: where its rule is the one the story's gist
+    names, name it by its KIP or JIRA only."""
     node, leader = bec.node, bec.get("leader")
     named = [value_name(v, f) for _, v in sorted(shown.items())]
     vals = ", ".join(named) + (f", … ({count:,} records)" if count > MAX_VALUES else "")
     where = f"offset {risk[0][0]}" if count == 1 else f"offsets {runs_text(risk)}"
     text = (f"{node} follows {leader} (epoch {bec.get('leader_epoch')}) holding {vals} at "
-            f"{where}, above its HW {hw}. It does not truncate to its HW, as 0.10's rule hw "
-            "would (ReplicaManager.makeFollowers)")
+            f"{where}, above its HW {hw}. It does not truncate to its HW")
     rules = [rule_of(tr) for tr in trs if rule_of(tr) in ASKS]
+    protocol_rule = ASKS.get(_truncation(f.data.meta.get("protocol")))
     how = ASKS.get(rules[0] if rules else ("offsets_for_leader_epoch" if asked
                                            else _truncation(f.data.meta.get("protocol"))),
                    "a follower truncates only to what its leader answers (KIP-101)")
-    text += f": {how}."
+    if brief and how == protocol_rule:
+        text += f" ({how[how.rindex('(') + 1:-1]}, as above)."
+    else:
+        text += f", as 0.10's rule hw would (ReplicaManager.makeFollowers): {how}."
     if asked:
         text += f" {leader} answers: {_answer(asked[0])}."
     for tr in trs:
@@ -209,7 +221,8 @@ def _kept_text(f: Any, bec: Item, hw: int, risk: list[tuple[int, int]], shown: d
                  else f" No answer from {leader} comes")
         text += (" before its next role change" if until is not None else " in this run")
         text += ", so it truncates nothing."
-    return text + f" It keeps {vals}."
+    return text + (f" It keeps {'it' if count == 1 else 'them'}." if brief
+                   else f" It keeps {vals}.")
 
 
 def _epoch_line(b: _Builder, x: Item, part: str) -> Line:
