@@ -107,9 +107,8 @@ def picked(history: DataFrame, offsets: dict[str, dict[str, set[int]]],
         part = f"{r.topic}/{r.partition}"
         if r.final:
             at = lost.get(r.run, {}).get(part, set())
-            kept = [list(x) for i, x in enumerate(r.kept)
-                    if i < FIRST_RECORDS or x[0] in at]
-            out[r.run].finals[r["index"]] = (kept, r.seen)  # Row.index is a tuple method
+            cut = [list(x) for i, x in enumerate(r.kept) if i < FIRST_RECORDS or x[0] in at]
+            out[r.run].finals[r["index"]] = (cut, r.seen)  # Row.index is a tuple method
         elif r.offset in offsets[r.run].get(part, ()):
             out[r.run].sends.add(r["index"])
     return out
