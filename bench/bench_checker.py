@@ -28,7 +28,7 @@ a slow minute on this host than the ratio of the medians), the injected
 anomalies found (run x kind), the driver JVM's peak RSS and heap cap (-Xmx from
 its command line), and the Python driver's peak RSS; then a Markdown table,
 between two bench/machine.py speed lines.
-Targets (README): check <= 3x floor at 10M operations; ten times the input at
+Targets (README): check <= 2x floor at 10M operations; ten times the input at
 most ten times the check time. Exit 1 if an injected anomaly was missed or a
 row failed.
 """
