@@ -330,8 +330,9 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
     spark = get_session(master)
     scans = scan_files(runs)  # the events and traces, read beside the Spark job
     history_bytes = sum(rd.history_bytes for rd in runs.values())
+    bits = scope_mod.bucket_bits(history_bytes)
     with one_check(spark, history_bytes) as small:
-        inputs, facts = load_inputs(spark, runs, say, scope_mod.BUCKET_BITS, COMPARED)
+        inputs, facts = load_inputs(spark, runs, say, bits, COMPARED)
         if len(inputs.bad) == len(runs):
             return spark, _Job(bad=inputs.bad)
         good = {k: rd for k, rd in runs.items() if k not in inputs.bad}
@@ -347,7 +348,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
         known = Known(spark, sparse, sends, steps, final)
         sc = scope_mod.scope(spark, inputs, facts, final, BY_VALUE, needed_values(known),
                              needed_final_ranges(known), prune,
-                             sum(rd.history_bytes for rd in good.values()))
+                             sum(rd.history_bytes for rd in good.values()), bits)
         if sc.pruned:
             say(f"digests: {sc.suspect:,} of {sc.buckets:,} offset buckets need a "
                 "record-by-record check")
@@ -381,7 +382,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             figs, reports_in = figures_of_runs()
         say("picking the history lines and replica rows the reports show")
         for u, more in history_inputs(inputs, sparse, found, good, facts.digests,
-                                      scope_mod.BUCKET_BITS).items():
+                                      bits).items():
             reports_in.setdefault(u, {}).update(more)
     key_of = inputs.run_keys
     job = _Job(bad=inputs.bad)

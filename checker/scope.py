@@ -6,7 +6,9 @@ final log. Joining all of it record by record costs a dozen shuffles of the
 whole input. Instead the checker does what anti-entropy repair does (Dynamo,
 Cassandra): it compares digests first.
 
-Offsets are cut into buckets of 2**BUCKET_BITS. For each bucket, every source
+Offsets are cut into buckets of 2**bits (bucket_bits: 2**10 offsets, wider for a
+batch of more than BUCKET_BYTES of history, so that the driver's digests do not
+grow with the batch). For each bucket, every source
 -- the final log, each replica's log, the acked sends (at their acked offset),
 each consumer's reads -- gets a digest (checker.facts: the count and two sums
 of a 64-bit hash of (offset, value), a multiset hash computed while the inputs
@@ -52,7 +54,11 @@ from checker.spark import keep, local_rows
 from checker.sparse import uneven_sources
 from contract import FINAL_PROCESS
 
-BUCKET_BITS = 10
+BUCKET_BITS = 10  # the narrowest buckets: 1024 offsets
+# A batch with more history than this gets buckets twice as wide per doubling:
+# the driver collects a digest per source and bucket (28,734 at 10M operations,
+# 1.6 GB of history), which would otherwise grow with the batch.
+BUCKET_BYTES = 2 << 30
 # Below this much history the digests cost more than they save (~200k lines).
 MIN_BYTES = 32 << 20
 # Above this share of suspect buckets, check everything.
@@ -118,8 +124,16 @@ def consumer_poll_records(history: DataFrame) -> DataFrame:
     return _poll_records(consumer_polls(history))
 
 
-def _bucket(offset: str = "offset") -> Column:
-    return F.shiftright(F.col(offset), BUCKET_BITS).alias("bucket")
+def bucket_bits(history_bytes: int) -> int:
+    """The offset buckets' width (2**bits offsets) for a batch of ``history_bytes``."""
+    bits = BUCKET_BITS
+    while history_bytes > BUCKET_BYTES << (bits - BUCKET_BITS):
+        bits += 1
+    return bits
+
+
+def _bucket(bits: int, offset: str = "offset") -> Column:
+    return F.shiftright(F.col(offset), bits).alias("bucket")
 
 
 def _everything(spark: SparkSession, inputs: Inputs, final: FinalLog) -> Scope:
@@ -172,12 +186,12 @@ def _suspects(facts: Facts, unsure: set[tuple]) -> _Buckets:
     return out
 
 
-def _range_buckets(ranges: DataFrame | None) -> set[tuple]:
+def _range_buckets(ranges: DataFrame | None, bits: int) -> set[tuple]:
     """The buckets of offset ranges (run, topic, partition, lo, hi): found in
     Spark, so the driver holds at most one row per bucket, however many ranges."""
     if ranges is None:
         return set()
-    b = F.explode(F.sequence(F.shiftright("lo", BUCKET_BITS), F.shiftright("hi", BUCKET_BITS)))
+    b = F.explode(F.sequence(F.shiftright("lo", bits), F.shiftright("hi", bits)))
     return {tuple(r) for r in ranges.select(*KEY, b.alias("bucket")).distinct().collect()}
 
 
@@ -194,15 +208,15 @@ def _records(history: DataFrame) -> DataFrame:
     ).drop("rec")
 
 
-def _mark(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
+def _mark(df: DataFrame, buckets: DataFrame, offset: str, bits: int) -> DataFrame:
     """df plus ``in_bucket`` (true where its offset is in a listed bucket)."""
-    return df.withColumn("bucket", F.shiftright(F.col(offset), BUCKET_BITS)).join(
+    return df.withColumn("bucket", F.shiftright(F.col(offset), bits)).join(
         F.broadcast(buckets), [*KEY, "bucket"], "left"
     )
 
 
 def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts: Facts,
-              sends: Column) -> DataFrame:
+              sends: Column, bits: int) -> DataFrame:
     """The send lines that pass ``sends`` and the ok polls that can hold a record in
     a listed bucket: those whose first-to-last offset range meets one (a poll that
     climbs unevenly -- checker.facts -- is always kept: its records may lie
@@ -217,8 +231,8 @@ def _touching(spark: SparkSession, history: DataFrame, listed: set[tuple], facts
     ).withColumn("odd", F.lit(True))
     f, typ = F.col("f"), F.col("type")
     poll = (f == "poll") & (typ == "ok")
-    lo = F.shiftright(F.get(F.get("records", 0), 0), BUCKET_BITS)
-    hi = F.shiftright(F.get(F.try_element_at("records", F.lit(-1)), 0), BUCKET_BITS)
+    lo = F.shiftright(F.get(F.get("records", 0), 0), bits)
+    hi = F.shiftright(F.get(F.try_element_at("records", F.lit(-1)), 0), bits)
     # Null (dropped) for a poll of a partition without a listed bucket.
     hit = F.exists("listed", lambda b: (b >= lo) & (b <= hi))
     return (
@@ -273,9 +287,9 @@ def _of_values(df: DataFrame, values: DataFrame, value: str, small: bool) -> Dat
                    "left_semi")
 
 
-def _outside(df: DataFrame, buckets: DataFrame, offset: str) -> DataFrame:
+def _outside(df: DataFrame, buckets: DataFrame, offset: str, bits: int) -> DataFrame:
     """The rows of ``df`` outside the listed buckets, kept."""
-    return keep(_mark(df, buckets, offset).filter(F.col("in_bucket").isNull())
+    return keep(_mark(df, buckets, offset, bits).filter(F.col("in_bucket").isNull())
                 .drop("bucket", "in_bucket"))
 
 
@@ -305,27 +319,28 @@ def scope(
     final_ranges: DataFrame | None,
     prune: bool | None = None,
     history_bytes: int = 0,
+    bits: int = BUCKET_BITS,
 ) -> Scope:
     """The records the anomaly checks read. ``prune``: True/False forces the
     digest comparison on/off; None decides by size (``history_bytes``). What
     the anomaly kinds declare they need (checker.anomalies.base.Needs):
     ``by_value``, the records of the values named in the suspect buckets;
     ``values`` (run, topic, partition, value); ``final_ranges`` (run, topic,
-    partition, lo, hi)."""
+    partition, lo, hi); ``bits``: the digests' bucket width (bucket_bits)."""
     if prune is False or (prune is None and history_bytes < MIN_BYTES):
         return _everything(spark, inputs, final)
     bk = _suspects(facts, final.unsure)
     if prune is None and len(bk.suspect) > MAX_SUSPECT_SHARE * max(bk.total, 1):
         return _everything(spark, inputs, final)
-    listed = bk.suspect | _range_buckets(final_ranges)
+    listed = bk.suspect | _range_buckets(final_ranges, bits)
     buckets = local_rows(spark, list(listed), _BUCKETS).withColumn("in_bucket", F.lit(True))
 
     # Pass 1: every record of the history in a listed bucket, of the acks (half
     # the history, few of them there) and the polls that can hold one.
-    bucket_sql = f"shiftright(offset, {BUCKET_BITS})"
+    bucket_sql = f"shiftright(offset, {bits})"
     acks_in = (F.col("type") == "ok") & _maybe_in(bucket_sql, listed)
-    first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts, acks_in)),
-                       buckets, "rec_offset")
+    first = keep(_mark(_records(_touching(spark, inputs.history, listed, facts, acks_in, bits)),
+                       buckets, "rec_offset", bits)
                  .filter(F.col("in_bucket")).drop("bucket", "in_bucket"))
     # The named values stay in Spark (a chaos run can fail or resend millions of
     # sends); the driver reads them only when they are few, for a set test.
@@ -343,7 +358,7 @@ def scope(
     # that every source agrees on, and no value-keyed check can flag it.
     value_in = _maybe_in("value", listed_values) if small else F.lit(True)
     marked = keep(_mark(inputs.logs.filter(_maybe_in(bucket_sql, listed) | value_in), buckets,
-                        "offset")
+                        "offset", bits)
                   .join(broadcast_if(values.withColumn("named", F.lit(True)), small),
                         [*KEY, "value"], "left")
                   .filter(F.col("in_bucket") | F.col("named"))
@@ -358,9 +373,9 @@ def scope(
     # no log holds records there (unlogged).
     logged = {tuple(r) for r in marked.filter(F.col("in_bucket").isNull())
               .select(*KEY, "bucket").distinct().collect()}
-    second = _touching(spark, inputs.history, logged | bk.unlogged, facts, value_in)
+    second = _touching(spark, inputs.history, logged | bk.unlogged, facts, value_in, bits)
     recs_all = first.unionByName(_outside(
-        _of_values(_records(second), values, "rec_value", small), buckets, "rec_offset"))
+        _of_values(_records(second), values, "rec_value", small), buckets, "rec_offset", bits))
     scoped_sends, reads, final_records, logs = _split(spark, recs_all, logs_all, final)
     out = Scope(
         sends=scoped_sends,
@@ -375,18 +390,19 @@ def scope(
     )
     out.sends, out.reads, out.logs, out.final = (
         out.narrow(df) for df in (out.sends, out.reads, out.logs, out.final))
-    out.unseen_outside = _unseen_outside(spark, scoped_sends, bk.untouched)
+    out.unseen_outside = _unseen_outside(spark, scoped_sends, bk.untouched, bits)
     return out
 
 
-def _unseen_outside(spark: SparkSession, scoped_sends: DataFrame, untouched: dict) -> DataFrame:
+def _unseen_outside(spark: SparkSession, scoped_sends: DataFrame, untouched: dict,
+                    bits: int) -> DataFrame:
     """Acked sends no consumer read among those outside the scope: all acked sends
     of clean buckets no consumer touched, less those the scope holds (the exact
     check counts those)."""
     inside = {
         (r.run, r.topic, r.partition, r.bucket): r.n
         for r in scoped_sends.filter(F.col("type") == "ok")
-        .groupBy(*KEY, _bucket())
+        .groupBy(*KEY, _bucket(bits))
         .agg(F.count("*").alias("n"))
         .collect()
     }

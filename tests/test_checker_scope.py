@@ -79,12 +79,19 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         said: list[str] = []
         scoped = check_runs([root], prune=True, progress=said.append)
         full = check_runs([root], prune=False)
+        # A batch past BUCKET_BYTES gets wider buckets (fewer digests for the driver).
+        narrow_from = checker.scope.BUCKET_BYTES
+        mp.setattr(checker.scope, "BUCKET_BYTES", 64 << 10)
+        wide_said: list[str] = []
+        wide = check_runs([root], prune=True, progress=wide_said.append)
+        mp.setattr(checker.scope, "BUCKET_BYTES", narrow_from)
         # Set tests too long to list let every row through to the exact joins.
         mp.setattr(checker.scope, "MAX_IN", 0)
         unlisted = check_runs([root], prune=True)
     finally:
         mp.undo()
-    return {"scoped": scoped, "full": full, "unlisted": unlisted, "said": said}
+    return {"scoped": scoped, "full": full, "unlisted": unlisted, "said": said,
+            "wide": wide, "wide_said": wide_said}
 
 
 def _found(results: list[RunResult]) -> dict[str, Any]:
@@ -99,9 +106,8 @@ def _found(results: list[RunResult]) -> dict[str, Any]:
 
 
 def test_scope_leaves_most_buckets_out(both: dict[str, Any]) -> None:
-    (line,) = [s for s in both["said"] if s.startswith("digests:")]
-    suspect, total = (int(w.replace(",", "")) for w in line.split()[1:4:2])
-    assert 0 < suspect < total / 2, line
+    suspect, total = _buckets(both["said"])
+    assert 0 < suspect < total / 2, both["said"]
 
 
 def test_scope_finds_exactly_what_a_full_check_finds(both: dict[str, Any]) -> None:
@@ -109,6 +115,24 @@ def test_scope_finds_exactly_what_a_full_check_finds(both: dict[str, Any]) -> No
     assert scoped.keys() == full.keys()
     for run in full:
         assert scoped[run] == full[run], run
+
+
+def _buckets(said: list[str]) -> tuple[int, int]:
+    (line,) = [s for s in said if s.startswith("digests:")]
+    suspect, total = (int(w.replace(",", "")) for w in line.split()[1:4:2])
+    return suspect, total
+
+
+def test_wider_buckets_for_a_bigger_batch_find_the_same(both: dict[str, Any]) -> None:
+    """bucket_bits widens the buckets past BUCKET_BYTES of history: fewer digests,
+    the same anomalies, figures and final logs."""
+    assert checker.scope.bucket_bits(checker.scope.BUCKET_BYTES) == checker.scope.BUCKET_BITS
+    assert checker.scope.bucket_bits(checker.scope.BUCKET_BYTES + 1) \
+        == checker.scope.BUCKET_BITS + 1
+    assert checker.scope.bucket_bits(checker.scope.BUCKET_BYTES * 8) \
+        == checker.scope.BUCKET_BITS + 3
+    assert _buckets(both["wide_said"])[1] < _buckets(both["said"])[1] / 4
+    assert _found(both["wide"]) == _found(both["full"])
 
 
 def test_scope_without_set_tests_finds_the_same(both: dict[str, Any]) -> None:

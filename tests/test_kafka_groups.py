@@ -118,13 +118,23 @@ def resume(client: str, bootstrap: str, group: str) -> dict[int, list[int]]:
     deadline = time.monotonic() + 60
     if client == "kafka-python":
         from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
 
         c = KafkaConsumer("t", bootstrap_servers=bootstrap, group_id=group,
                           enable_auto_commit=False, auto_offset_reset="earliest",
                           session_timeout_ms=1500, heartbeat_interval_ms=300,
                           max_poll_interval_ms=10_000, request_timeout_ms=10_000)
         while not done() and time.monotonic() < deadline:
-            for tp, recs in c.poll(timeout_ms=200).items():
+            try:
+                polled = c.poll(timeout_ms=200)
+            except KafkaError as e:
+                # A killed broker stays in the metadata until its session expires
+                # (as in Kafka); kafka-python 3.0 raises the refused connection of a
+                # FindCoordinator sent to it out of poll, and a consumer polls again.
+                if not e.retriable:
+                    raise
+                continue
+            for tp, recs in polled.items():
                 got[tp.partition].extend(r.offset for r in recs)
     else:
         import confluent_kafka
