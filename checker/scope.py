@@ -210,7 +210,7 @@ def _records(history: DataFrame) -> DataFrame:
 
 def _mark(df: DataFrame, buckets: DataFrame, offset: str, bits: int) -> DataFrame:
     """df plus ``in_bucket`` (true where its offset is in a listed bucket)."""
-    return df.withColumn("bucket", F.shiftright(F.col(offset), bits)).join(
+    return df.withColumn("bucket", _bucket(bits, offset)).join(
         F.broadcast(buckets), [*KEY, "bucket"], "left"
     )
 
