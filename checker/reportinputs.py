@@ -28,18 +28,22 @@ from contract import CHECK, FINAL_PROCESS, NEMESIS_PROCESS, REPORT_INPUTS_JSON
 _OP_FIELDS = ("process", "f", "type", "start", "end", "value", "offset", "index")
 
 
-def client_ops(history: DataFrame, sends: SendOps) -> DataFrame:
+def client_ops(history: DataFrame, sends: SendOps, sparse: DataFrame) -> DataFrame:
     """run, and each completed client op: process, f, type, start and end
     (seconds), value, offset, index (its completion's), latency (ms).
 
     An op is an invoke and its completion. The plain sends, nearly all
     of a history, come paired from checker.sends (paired by value, no sort); the
-    rest -- polls, odd sends -- are paired here over their process's lines."""
-    rest = history.filter(~F.coalesce(F.col("process") == NEMESIS_PROCESS, F.lit(False))
-                          & ~F.coalesce(F.col("f") == "send", F.lit(False)))
+    rest -- polls, odd sends -- are paired here over their process's lines. A
+    client's lines that are not sends are polls (checker.load rejects any other
+    op), all of them among checker.sparse's rows: read there, not in the whole
+    history."""
+    cols = ["run", "process", "f", "type", "time", "value", "offset", "index"]
+    rest = sparse.filter((F.col("process") != NEMESIS_PROCESS) & (F.col("f") != "send")
+                         ).select(*cols)
     if sends.odd is not None:
         rest = rest.unionByName(history.filter(F.col("f") == "send").join(
-            sends.odd.select(*VALUE), VALUE, "left_semi"))
+            sends.odd.select(*VALUE), VALUE, "left_semi").select(*cols))
     w = Window.partitionBy("run", "process").orderBy("index")
     invoke = F.coalesce(F.col("type") == "invoke", F.lit(False))
     rows = rest.select(
@@ -63,7 +67,7 @@ def report_inputs(spark: SparkSession, history: DataFrame, sends: SendOps, spars
     ``sends``: checker.sends' pairing; ``sparse``: checker.sparse's rows (nemesis
     ops, polls); ``last_events``: each run's last event time
     (checker.load.Inputs.last_events)."""
-    ops = keep(client_ops(history, sends), eager=False)
+    ops = keep(client_ops(history, sends, sparse), eager=False)
     runs = {r.run: r for r in ops.groupBy("run").agg(
         F.count("*").alias("ops"), F.count_if(F.col("type") != "ok").alias("not_ok"),
         F.max("end").alias("end"), F.min("lat").alias("lat_min"),

@@ -11,7 +11,7 @@ import re
 import shutil
 
 import pytest
-from conftest_spark import checked_chaos_loss, checked_chaos_valid
+from conftest_spark import checked_chaos_loss, checked_chaos_valid, resent
 
 from checker import clientops
 from checker.api import check_runs
@@ -78,6 +78,18 @@ def test_a_small_runs_reduction_lists_every_op(tmp_path) -> None:
     python = _python_reduction(run)
     assert 0 < python["count"] <= clientops.MAX_POINTS
     assert len(spark["listed"]) == python["count"]
+    assert _plain(spark) == _plain(python)
+
+
+def test_a_resent_values_ops_are_paired_over_its_process(tmp_path) -> None:
+    """A value sent twice is not a plain pair (checker.sends): its lines are
+    paired over its process's lines, beside the polls -- as the report pairs them."""
+    run = resent(tmp_path).write()
+    check_runs([run])
+    spark = json.loads((run / CHECK / REPORT_INPUTS_JSON).read_text())["client_ops"]
+    python = _python_reduction(run)
+    assert [o["value"] for o in python["listed"] if o["f"] == "send"].count(5) == 2
+    assert any(o["f"] == "poll" for o in python["listed"])
     assert _plain(spark) == _plain(python)
 
 
