@@ -66,7 +66,8 @@ class SendOps:
         ordering the history by process; odd values are left out."""
         assert self.by_value is not None
         return self.by_value.filter(_paired()).select(
-            "run", "process", F.lit("send").alias("f"), _done_type().alias("type"),
+            "run", F.col("proc_lo").cast("string").alias("process"), F.lit("send").alias("f"),
+            _done_type().alias("type"),
             F.col("t_invoke").alias("started"), F.col("t_done").alias("time"), "value",
             "offset", F.col("i_hi").alias("index"))
 
@@ -80,8 +81,13 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
              ) -> SendOps:
     """Summarise every send line of ``history``. ``windows``: run -> its fault
     windows' starts as (time, index, ...), in order (checker.figures.faults)."""
-    t, proc = F.col("type"), F.col("process").cast("long")
+    t, proc = F.col("type"), F.col("process").try_cast("long")
     inv = t == "invoke"
+    # A process that is not an integer as text ("p1", "07") makes its values odd:
+    # a plain pair's process is then its number's text, so that no string is
+    # aggregated (a min of strings turns the hash aggregation into a sort of every
+    # send line: 10M lines at 10M operations).
+    unnamed = F.coalesce(proc.cast("string") != F.col("process"), F.lit(True))
     # Kept: the report's client ops are its plain pairs too (SendOps.plain_pairs).
     by_value = keep(
         history.filter(F.col("f") == "send")
@@ -95,7 +101,7 @@ def send_ops(spark: SparkSession, history: DataFrame, windows: dict[str, list[tu
             F.min(F.when(inv, F.col("index"))).alias("invoke_index"),
             F.min(proc).alias("proc_lo"),
             F.max(proc).alias("proc_hi"),
-            F.min("process").alias("process"),
+            F.max(unnamed).alias("unnamed"),
             F.min(F.when(inv, F.col("time"))).alias("t_invoke"),
             F.max(F.when(~inv, F.col("time"))).alias("t_done"),
             F.max(F.when(~inv, F.col("offset"))).alias("offset"),
@@ -128,12 +134,13 @@ def _n_done() -> Column:
 
 def _odd() -> Column:
     """A value whose lines are not plain: one invoke, first, then at most one
-    completion, by one process (over send_ops' per-value aggregate)."""
+    completion, by one process named by an integer (over send_ops' per-value
+    aggregate)."""
     return (
         (F.col("n_invoke") != 1)
         | (_n_done() > 1)
         | (F.col("invoke_index") != F.col("i_lo"))
-        | F.col("proc_lo").isNull()
+        | F.col("unnamed")
         | (F.col("proc_lo") != F.col("proc_hi"))
     )
 

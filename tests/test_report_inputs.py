@@ -11,7 +11,7 @@ import re
 import shutil
 
 import pytest
-from conftest_spark import checked_chaos_loss, checked_chaos_valid, resent
+from conftest_spark import checked_chaos_loss, checked_chaos_valid, finish, resent
 
 from checker import clientops
 from checker.api import check_runs
@@ -90,6 +90,22 @@ def test_a_resent_values_ops_are_paired_over_its_process(tmp_path) -> None:
     python = _python_reduction(run)
     assert [o["value"] for o in python["listed"] if o["f"] == "send"].count(5) == 2
     assert any(o["f"] == "poll" for o in python["listed"])
+    assert _plain(spark) == _plain(python)
+
+
+def test_a_process_not_named_by_an_integer_keeps_its_name(tmp_path) -> None:
+    """Sends pair by value under a number's text; a process named "07" or "p1"
+    is paired over its lines instead, and keeps its name in the charts."""
+    from checker.synth import RunBuilder
+
+    rb = RunBuilder(tmp_path / "named", protocol="latest", expect=[])
+    for i, proc in enumerate(["07", "p1", 2, "07", "p1", 2]):
+        rb.send(proc, 100 + i, i)
+    run = finish(rb, [100 + i for i in range(6)]).write()
+    check_runs([run])
+    spark = json.loads((run / CHECK / REPORT_INPUTS_JSON).read_text())["client_ops"]
+    python = _python_reduction(run)
+    assert {o["process"] for o in spark["listed"] if o["f"] == "send"} == {"07", "p1", "2"}
     assert _plain(spark) == _plain(python)
 
 
