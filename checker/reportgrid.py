@@ -136,6 +136,13 @@ def _marks_of(marked: Marks, k: tuple[str, str, int]) -> tuple[set[Any], set[int
     return marked.get((k[0], f"{k[1]}/{k[2]}"), (set(), set()))
 
 
+def _topic_partition(part: str) -> list[tuple[str, int]]:
+    """A "topic/partition" key as [(topic, partition)]; [] for one without a
+    partition number (a topic has no '/': Kafka's names are [a-zA-Z0-9._-])."""
+    topic, _, n = part.rpartition("/")
+    return [(topic, int(n))] if n.isdigit() else []
+
+
 _KEY = ["run", "topic", "partition"]
 _PART = "run string, topic string, partition int"
 
@@ -150,13 +157,29 @@ def _in_spark(history: DataFrame, sparse: DataFrame, logs: DataFrame, runs: list
     mine = F.col("run").isin(runs)
     lg = logs.filter(mine)
     off = F.col("offset")
+    lost_rows = [(u, *tp, v, True) for (u, part), (lost, _) in marked.items() if u in runs
+                 for tp in _topic_partition(part)
+                 for v in lost if isinstance(v, int) and not isinstance(v, bool)]
+    lostv = _small_df(history, lost_rows, _PART + ", value long, lost boolean")
+    # One pass over the logs: each broker's top offset per epoch, and the offsets
+    # where a lost value sits (a group of its own per such offset).
+    at_lost = F.lit(None).cast("long")
+    shaped = lg
+    if lost_rows:
+        shaped = lg.join(lostv, [*_KEY, "value"], "left")
+        at_lost = F.when(F.col("lost").isNotNull() & (off >= 0), off)
     parts: dict[tuple[str, str, int], list[Any]] = {}  # -> [top, epochs, brokers]
-    for r in lg.groupBy(*_KEY, "broker", "epoch").agg(F.max(off).alias("top")).collect():
-        p = parts.setdefault((r.run, r.topic, r.partition), [-1, set(), set()])
+    lost_here: dict[tuple[str, str, int], set[int]] = {}
+    for r in (shaped.groupBy(*_KEY, "broker", "epoch", at_lost.alias("lost_at"))
+              .agg(F.max(off).alias("top")).collect()):
+        k = (r.run, r.topic, r.partition)
+        p = parts.setdefault(k, [-1, set(), set()])
         p[0] = max(p[0], r.top)
         p[2].add(r.broker)
         if r.epoch is not None and r.top >= 0:
             p[1].add(r.epoch)
+        if r.lost_at is not None:
+            lost_here.setdefault(k, set()).add(r.lost_at)
     if not parts:
         return
     # The final read's highest offset, from checker.sparse's summaries: a poll's last
@@ -169,17 +192,8 @@ def _in_spark(history: DataFrame, sparse: DataFrame, logs: DataFrame, runs: list
             p[0] = max(p[0], r[3])
     tops = _small_df(history, [(*k, p[0]) for k, p in parts.items()], _PART + ", top long")
     by_part = Window.partitionBy(*_KEY)
-    lost_rows = [(*k, v, True) for k in parts
-                 for v in _marks_of(marked, k)[0]
-                 if isinstance(v, int) and not isinstance(v, bool)]
-    lostv = _small_df(history, lost_rows, _PART + ", value long, lost boolean")
-    lost_here: dict[tuple[str, str, int], set[int]] = {}
     lost_at: dict[tuple[str, str, int], set[int]] = {}
     ghosts: dict[tuple[str, str, int], list[int]] = {}
-    if lost_rows:
-        for r in (lg.filter(off >= 0).join(lostv, [*_KEY, "value"], "left_semi")
-                  .select(*_KEY, "offset").distinct().collect()):
-            lost_here.setdefault((r.run, r.topic, r.partition), set()).add(r.offset)
     # The acknowledged sends of a lost value, and the ghosts: one pass.
     ghost = off > F.col("top")
     for r in (_sends(history).filter(mine).join(tops, _KEY).join(lostv, [*_KEY, "value"], "left")

@@ -80,3 +80,40 @@ def test_a_big_runs_grid_from_spark_is_the_grid_from_every_record(tmp_path: Path
     assert grids[0] == grids[1]
     rows = [r for p in grids[0].values() for r in p["rows"]]
     assert any(len({tuple(c) for c in r.get("c", {}).values()}) > 1 for r in rows)  # marked
+
+
+
+def _lost_in_the_tail(root: Path, name: str) -> Path:
+    """Value 10500, acked at offset 500, lost (the final read has 20500 there); both
+    replicas still hold it at offset 1150, in an uncommitted tail up to 1300 --
+    more offsets than a grid shows (gridrows.MAX_ROWS)."""
+    from checker.synth import RunBuilder
+
+    rb = RunBuilder(root / name, protocol="latest", expect=["lost-write"])
+    for o in range(1000):
+        rb.send(0, 10000 + o, o)
+    final = [20500 if o == 500 else 10000 + o for o in range(1000)]
+    log = [(0, v) for v in final] + [(0, 10500 if o == 1150 else 30000 + o)
+                                     for o in range(1000, 1301)]
+    rb.replica("A", log, role="leader", isr=["A", "B"], hw=1000)
+    rb.replica("B", log, role="follower", leader="A", hw=1000)
+    rb.final_read(final)
+    return rb.write()
+
+
+@pytest.mark.spark
+def test_where_a_replica_holds_a_lost_value_is_a_row_of_the_big_runs_grid(
+        tmp_path: Path, monkeypatch) -> None:
+    """Offset 1150 is far from the acked offset and from the log's end, past the
+    rows a grid shows unasked: the grid shows the replicas' copy of the lost
+    value there, from Spark (the logs' one pass) as from every record."""
+    small, big = _lost_in_the_tail(tmp_path, "small"), _lost_in_the_tail(tmp_path, "big")
+    check_runs([small])
+    monkeypatch.setattr(reportgrid, "BIG_RUN_BYTES", 0)
+    check_runs([big])
+    grids = [json.loads((d / CHECK / REPORT_INPUTS_JSON).read_text())["grid"]
+             for d in (small, big)]
+    assert grids[0] == grids[1]
+    (part,) = grids[1].values()
+    assert any(r.get("o") == 1150 for r in part["rows"]), part["rows"]
+
