@@ -46,7 +46,6 @@ from checker.output import write_check
 from checker.reportevents import add_event_inputs, scan_files
 from checker.reporthistory import history_inputs
 from checker.reportinputs import report_inputs, write_report_inputs
-from checker.reportops import report_lines
 from checker.rundir import RunDir, read_rundir
 from checker.sends import send_ops
 from checker.spark import (
@@ -362,12 +361,10 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             sc.narrow(with_epochs(sc.final, sc.logs).cache()),
             final.sources_df(spark),
         )
-        lines = report_lines(inputs.history, big=not small)
-
         def figures_of_runs() -> tuple[dict[str, Any], dict[str, Any]]:
             """The figures, then the reports' inputs (checker.reportinputs)."""
             return (figures.run_figures(sparse, windows, sends, inputs.events, sc),
-                    add_event_inputs(lines, inputs.run_keys, good, scans, report_inputs(
+                    add_event_inputs(inputs.history, inputs.run_keys, good, scans, report_inputs(
                         spark, inputs.history, sends, sparse, inputs.last_events)))
 
         if small:
@@ -384,7 +381,7 @@ def _check(runs: dict[str, RunDir], master: str | None, say: Callable[[str], Non
             say("computing figures and reducing the history for the reports")
             figs, reports_in = figures_of_runs()
         say("picking the history lines and replica rows the reports show")
-        for u, more in history_inputs(inputs, lines, sparse, found, good, facts.digests,
+        for u, more in history_inputs(inputs, sparse, found, good, facts.digests,
                                       bits).items():
             reports_in.setdefault(u, {}).update(more)
     key_of = inputs.run_keys

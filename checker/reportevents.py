@@ -420,8 +420,7 @@ def add_event_inputs(history: DataFrame, run_keys: dict[str, str], runs: dict[st
                      scans: Future[dict[str, tuple[_Trace | None, _Events]]],
                      inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``inputs`` (checker.reportinputs': run URI -> {"client_ops": ...}) with each
-    run's event_inputs added, from ``history``'s lines (checker.reportops.report_lines:
-    the completions of sends, the nemesis ops). ``run_keys``: run URI -> its key in ``runs``
+    run's event_inputs added. ``run_keys``: run URI -> its key in ``runs``
     (checker.rundir.RunDir by key); ``scans``: scan_files' of them."""
     by_key = scans.result()
     uris = [u for u in inputs if run_keys.get(u) in runs]

@@ -16,11 +16,10 @@ from checker.load import Inputs
 from checker.rundir import RunDir
 
 
-def history_inputs(inputs: Inputs, lines: DataFrame, sparse: DataFrame, found: list[Any],
+def history_inputs(inputs: Inputs, sparse: DataFrame, found: list[Any],
                    runs: dict[str, RunDir], digests: list[Digest], bits: int
                    ) -> dict[str, dict[str, Any]]:
-    """run (URI) -> {"story", "grid", "consumers"}; ``lines``: the history lines
-    the reports read (reportops.report_lines); ``found``: the listed anomaly
+    """run (URI) -> {"story", "grid", "consumers"}; ``found``: the listed anomaly
     rows (as checker.api lists them in anomalies.json), ``runs``: by key,
     ``digests``: the inputs' (checker.facts), of offset buckets of 2**``bits``. A run
     whose story would ask about more than reportops.MAX_OFFSETS offsets gets no
@@ -37,12 +36,12 @@ def history_inputs(inputs: Inputs, lines: DataFrame, sparse: DataFrame, found: l
         offsets[u], lost_at[u], _ = reportops.wanted(anomalies)
     # A run without anomalies: the story tells what kept the records at risk.
     risk, offsets_kept = reportrisk.risk_inputs(
-        lines, {u: runs[uris[u]].path for u, anomalies in listed.items()
+        inputs.history, {u: runs[uris[u]].path for u, anomalies in listed.items()
                          if not anomalies})
     offsets.update(offsets_kept)
     told = {u for u, parts in offsets.items()
             if sum(len(o) for o in parts.values()) <= reportops.MAX_OFFSETS}
-    picks = reportops.picked(lines, {u: offsets[u] for u in told},
+    picks = reportops.picked(inputs.history, {u: offsets[u] for u in told},
                              {u: lost_at[u] for u in told if u in lost_at})
     # The replicas' records at the anomalies' offsets (not at a run's at-risk ones:
     # the story of what kept them reads none).
@@ -50,7 +49,7 @@ def history_inputs(inputs: Inputs, lines: DataFrame, sparse: DataFrame, found: l
     few, consumers = reportops.sparse_indexes(sparse)
     marked = {(u, part): m for u, anomalies in listed.items()
               for part, m in reportgrid.marks(anomalies).items()}
-    grids = reportgrid.grids(lines, sparse, inputs.logs,
+    grids = reportgrid.grids(inputs.history, sparse, inputs.logs,
                              {u: runs[k].history_bytes for u, k in uris.items()}, marked,
                              reportgrid.differing_buckets(digests), bits)
     out: dict[str, dict[str, Any]] = {}

@@ -26,27 +26,12 @@ from typing import Any, BinaryIO, NamedTuple
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checker.spark import keep
 from contract import FINAL_PROCESS, HISTORY, NEMESIS_PROCESS, witness_part
 
 FIRST_RECORDS = 12  # a final read's records the timeline lists (reports.render._details)
 # The offsets of a run's story at most; beyond, the report reads the history itself.
 MAX_OFFSETS = 20_000
 _PREFIX = b'{"index":'  # every history line starts so (workloads.history)
-
-
-def report_lines(history: DataFrame, big: bool) -> DataFrame:
-    """The parsed history lines the reports' inputs read: every completion of a
-    send, the final reads and the nemesis ops -- not the invokes nor a consumer's
-    polls (at 10M operations, 5M of the 10M lines and a third of the records).
-    Kept for a ``big`` batch, where the grid, the story, the progress chart and the
-    trace table read them six times over; a small batch's are a filter."""
-    f, typ, proc = F.col("f"), F.col("type"), F.col("process")
-    lines = history.filter(
-        ((f == "send") & (typ != "invoke"))
-        | (proc == NEMESIS_PROCESS)
-        | ((proc == FINAL_PROCESS) & (f == "poll") & (typ == "ok")))
-    return keep(lines, eager=False) if big else lines
 
 
 def wanted(anomalies: list[dict[str, Any]]

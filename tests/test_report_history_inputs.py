@@ -82,25 +82,6 @@ def test_the_grid_reduced_in_spark_is_the_grid_reduced_in_the_driver(chaos, tmp_
     assert _inputs(copy)["grid"] == _inputs(chaos.run_dir)["grid"]
 
 
-def test_a_big_batchs_kept_report_lines_give_the_same_inputs(chaos, tmp_path,
-                                                              monkeypatch) -> None:
-    """A big batch keeps the history lines the reports read
-    (checker.reportops.report_lines), a small one filters them as it goes: the
-    report's inputs are the same either way."""
-    import checker.spark as cs
-
-    copy = tmp_path / "run"
-    shutil.copytree(chaos.run_dir, copy)
-    monkeypatch.setattr(cs, "SMALL_BATCH_BYTES", 0)  # every batch is a big one
-    (result,) = check_runs([copy])
-    assert result.verdict == chaos.verdict
-    big, small = _inputs(copy), _inputs(chaos.run_dir)
-    for body in (big, small):
-        del body["checked_at"]
-    assert big["story"]["ops"] and big["grid"] and big["progress"]
-    assert json.loads(json.dumps(big).replace(str(copy), str(chaos.run_dir))) == small
-
-
 def test_a_small_runs_lines_and_grid_from_the_driver_give_the_same_report(tmp_path) -> None:
     from checker.synth import sample_run
 
