@@ -1,6 +1,6 @@
 """Where a check's time goes: each phase of `isrlab check` and each Spark job in it.
 
-    python bench/check_stages.py PATH [--repeat 2] [--driver-memory 4g] [--top 40]
+    python bench/check_stages.py PATH [--repeat 2] [--driver-memory 4g] [--top 40] [--floor]
 
 PATH is a run directory or a batch of them (bench/gen_history.py makes them:
 ~/.cache/isrlab/bench-data/ops-10000000-runs-1-seed-1 is the 10M row of
@@ -15,7 +15,10 @@ the last check is reported (the earlier ones warm the JVM up), from two sources:
 
 Prints one table per phase, its jobs longest first (--top of them across the
 check), and the check's total against the sum of its jobs: what is left is the
-driver's own time (planning, Python) between jobs.
+driver's own time (planning, Python) between jobs. With --floor, then the floor of
+bench_checker.py (Spark parsing and hashing every input line) in the same JVM,
+its wall time and executor CPU: the CPU the check spends beyond reading its input,
+which no overlap of jobs can hide.
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="checks in one JVM; the last is shown")
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--top", type=int, default=40, help="jobs listed, longest first")
+    ap.add_argument("--floor", action="store_true",
+                    help="then measure the floor (bench_checker.py) in the same JVM")
     args = ap.parse_args(argv)
     if not args.path.exists():
         print(f"check_stages: {args.path}: no such run or batch", file=sys.stderr)
@@ -158,7 +163,28 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|")
     for j in sorted(jobs, key=lambda j: -j["wall"])[:args.top]:
         print(f"| {j['site']} | {j['wall']:.1f} | {j['cpu']:.1f} |")
+    if args.floor:
+        _print_floor(spark, args.path, total, sum(j["cpu"] for j in jobs))
     return 0
+
+
+def _print_floor(spark: Any, path: Path, check_s: float, check_cpu: float) -> None:
+    """The floor's wall and executor CPU, measured now in the check's JVM, beside the
+    check's: CPU over wall is how busy the cores were (1.0: one core)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_checker import _floor  # bench/ is on the path: the floor is defined once
+
+    from contract.rundir import discover
+
+    t0 = time.time()
+    _floor(spark, discover([path]))
+    wall = time.time() - t0
+    cpu = sum(j["cpu"] for j in spark_jobs(spark, int(t0 * 1e3)))
+    print("\n| | wall s | executor CPU s | CPU / wall |")
+    print("|---|---:|---:|---:|")
+    for name, w, c in (("floor", wall, cpu), ("check", check_s, check_cpu)):
+        print(f"| {name} | {w:.1f} | {c:.1f} | {c / w:.2f} |")
+    print(f"| check / floor | {check_s / wall:.2f}x | {check_cpu / cpu:.2f}x | |")
 
 
 if __name__ == "__main__":
