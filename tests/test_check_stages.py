@@ -52,9 +52,12 @@ def _quotient_of(ratio: str, num: str, den: str) -> bool:
 
 
 def test_the_floor_is_measured_in_the_checks_jvm_beside_the_check(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """--floor: after the check, the floor's wall time and executor CPU, and the
     check's over them, each ratio the quotient of the figures printed."""
+    # main() sets the driver memory in the environment: the later tests' as before
+    monkeypatch.setenv("ISRLAB_SPARK_DRIVER_MEMORY", "4g")
     run = tmp_path / "gen"
     gen_history.generate(run, 5_000, set(gen_history.KINDS), seed=5)
     assert check_stages.main([str(run), "--repeat", "1", "--top", "3", "--floor"]) == 0
