@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checker import outcome, runconfig
-from checker.verdict import ERROR, INCOMPLETE, VALID
+from checker.verdict import ERROR, INCOMPLETE, NOT_CHECKED, VALID
 from contract.rundir import readable_meta
 
 if TYPE_CHECKING:
@@ -97,7 +97,9 @@ def write_junit(results: Sequence[RunResult], path: Path) -> Path:
         if runconfig.is_chaos(meta):
             kinds = [f"{k} ({runconfig.attribution(k, meta)})" for k in kinds]
         ET.SubElement(case, "system-out").text = (
-            f"run {r.run_id}: {outcome.data_words(a['kind'] for a in r.anomalies)}"
+            f"run {r.run_id}: "
+            + (NOT_CHECKED if r.verdict == ERROR
+               else outcome.data_words(a['kind'] for a in r.anomalies))
             + (f", {doc}" if (doc := outcome.doc_words(r.verdict, r.scenario,
                                                      [a["kind"] for a in r.anomalies]))
                else "")

@@ -327,6 +327,17 @@ def _op(r: Any) -> dict[str, Any]:
     return o
 
 
+def _part_key() -> Any:
+    """A history line's (run, topic, partition) as one string (null if any is null)."""
+    return F.concat(F.col("run"), F.lit("\0"), F.col("topic"), F.lit("\0"),
+                    F.col("partition").cast("string"))
+
+
+def _part_value(run: str, topic: Any, partition: Any) -> str:
+    """_part_key's value for a run's partition."""
+    return f"{run}\0{topic}\0{partition}"
+
+
 def _run_part(run: str, topic: Any, partition: Any) -> Any:
     return (F.col("run") == run) & (F.col("topic") == topic) & (F.col("partition") == partition)
 
@@ -372,12 +383,12 @@ def event_inputs(history: DataFrame, runs: dict[str, RunFiles],
     traced = {u: tr for u in runs if (tr := scans[u][0]) is not None}
     small = [u for u in traced if runs[u].history_bytes <= BIG_HISTORY_BYTES]
     ops: dict[str, _Prefix] = {u: _Prefix(MAX_TRACE_ROWS) for u in traced}
-    cond = None
-    for u in small:
-        c = _run_part(u, *traced[u].part) | ((F.col("run") == u)
-                                             & (F.col("process") == NEMESIS_PROCESS))
-        cond = c if cond is None else cond | c
-    rows = _table_ops(history).filter(cond).collect() if cond is not None else []
+    # One IN list per batch, not an OR per run: a plan's depth must not grow with the
+    # number of runs (an OR chain of 1,000 runs overflowed the JVM's stack).
+    rows = _table_ops(history).filter(
+        _part_key().isin([_part_value(u, *traced[u].part) for u in small])
+        | ((F.col("process") == NEMESIS_PROCESS) & F.col("run").isin(small))
+    ).collect() if small else []
     counts: dict[str, int] = {}
     for u in traced:
         if u in small:

@@ -82,6 +82,26 @@ def _line_of(text: str, needle: str) -> int | None:
     return None if pos < 0 else text.count("\n", 0, pos) + 1
 
 
+# The shape of each run.json field the checker and the reports read beyond the
+# ones checked value by value (docs/run-directory.md): a field of another shape is
+# the run's error, one line, never a traceback halfway through a check.
+_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "cluster": ((dict,), "an object"),
+    "workload": ((dict,), "an object"),
+    "broker_config": ((dict,), "an object"),
+    "controller_config": ((dict,), "an object"),
+    "chaos": ((dict,), "an object"),
+    "swarm": ((dict,), "an object"),
+    "labels": ((dict,), "an object"),
+    "fault_windows": ((list,), "a list"),
+    "nemesis": ((list,), "a list"),
+    "seed": ((int,), "an integer"),
+    "run_id": ((str,), "a string"),
+    "description": ((str,), "a string"),
+    "error": ((str,), "a string"),
+}
+
+
 def _validate_meta(run: Path, meta: Any, text: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise RunDirError(run, RUN_JSON, "expected a JSON object", 1)
@@ -105,6 +125,13 @@ def _validate_meta(run: Path, meta: Any, text: str) -> dict[str, Any]:
     scenario = meta.get("scenario")
     if scenario is not None and not isinstance(scenario, str):
         raise bad("scenario", "must be a name or null")
+    for key, (kinds, shape) in _SHAPES.items():
+        if meta.get(key) is not None and not isinstance(meta[key], kinds):
+            raise bad(key, f"must be {shape}, got {type(meta[key]).__name__}")
+    brokers = (meta.get("cluster") or {}).get("brokers")
+    if brokers is not None and not (isinstance(brokers, list)
+                                    and all(isinstance(b, str) for b in brokers)):
+        raise bad("cluster", "brokers must be a list of broker names")
     status = meta.get("status")
     if status is not None and status not in RUN_STATUSES:
         raise bad("status", f"unknown run status {status!r} (known: {', '.join(RUN_STATUSES)})")
@@ -173,6 +200,13 @@ def _validate_state(run: Path, broker: str, state: Any, text: str) -> list[dict[
     return rows
 
 
+def _named_brokers(meta: dict[str, Any]) -> list[str]:
+    """The brokers run.json's ``cluster.brokers`` names (none if it names none)."""
+    named = (meta.get("cluster") or {}).get("brokers") if isinstance(meta.get("cluster"),
+                                                                     dict) else None
+    return [str(b) for b in named] if isinstance(named, list) else []
+
+
 def read_rundir(run: Path) -> RunDir:
     """Validate the small files of one run and look at the tails of the big ones."""
     run = Path(run).resolve()
@@ -186,6 +220,15 @@ def read_rundir(run: Path) -> RunDir:
     # historyonly: the kinds that leaves unchecked); any other run must have them.
     if not brokers and not is_history_only(meta):
         raise RunDirError(run, REPLICAS, "missing: no replicas/<broker>/ directories")
+    # Every broker run.json names has its directory: a broker that never started
+    # gets an empty log (harness.run.collect), so a missing one was lost, and a
+    # verdict computed without it could hide a divergence its log held.
+    if not is_history_only(meta):
+        for b in _named_brokers(meta):
+            if b not in brokers:
+                raise RunDirError(run, f"{REPLICAS}/{b}/", f"missing: broker {b} is named in "
+                                  f"{RUN_JSON} (cluster.brokers) but its replica directory "
+                                  "is gone")
     states: list[dict[str, Any]] = []
     for b in brokers:
         for name in (LOG, STATE):

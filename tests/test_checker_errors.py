@@ -6,6 +6,7 @@ dropped silently."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,55 @@ def test_truncated_last_line_checks_prefix(tmp_path: Path) -> None:
     assert (t["file"], t["line"]) == ("history.jsonl", n_lines)
     assert any("truncated" in n for n in r.summary["notes"])
     assert r.summary["figures"]["ops"] == n_lines - 1
+
+
+def test_a_missing_replica_directory_is_an_error_not_a_verdict_without_it(tmp_path: Path) -> None:
+    """A broker run.json names whose replicas/<broker>/ is gone: the run is an error
+    (exit 2, one line), never judged without that broker's log -- here a real sim run
+    of the divergence 0.10 shows, whose divergence lived in A's log."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    from harness.progress import Progress
+    from harness.run.runner import RunOptions, run_scenario
+    from harness.scenario.loader import find_scenario, load_scenario
+
+    rec = run_scenario(load_scenario(find_scenario("kip101-power-loss-divergence")),
+                       RunOptions(protocol="0.10", backend="sim", seed=1, runs_dir=tmp_path),
+                       Progress(quiet=True))
+    assert rec.error is None and (rec.run_dir / "replicas" / "A" / "log.jsonl").is_file()
+    shutil.rmtree(rec.run_dir / "replicas" / "A")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(rec.run_dir),
+                           "--quiet", "--no-server"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "replicas/A/: missing: broker A is named in run.json" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "diverged" not in proc.stdout
+    assert "1 not checked; 1 run unreadable" in proc.stdout
+
+
+def test_a_synthetic_run_without_a_named_brokers_directory(tmp_path: Path) -> None:
+    run = small(RunBuilder(tmp_path / "run", brokers=("A", "B", "C")))
+    assert (run / "replicas" / "C" / "log.jsonl").read_text() == ""  # never started: empty
+    shutil.rmtree(run / "replicas" / "B")
+    e = error_of(run)
+    assert e.file == "replicas/B/" and "cluster.brokers" in str(e)
+
+
+@pytest.mark.parametrize(("field", "value", "shape"), [
+    ("cluster", "x", "an object"), ("workload", 5, "an object"),
+    ("broker_config", [], "an object"), ("chaos", 5, "an object"),
+    ("labels", 5, "an object"), ("fault_windows", 5, "a list"), ("nemesis", {}, "a list"),
+    ("seed", "x", "an integer"), ("cluster", {"brokers": "AB"}, "list of broker names"),
+])
+def test_a_run_json_field_of_another_shape_is_the_runs_error(tmp_path: Path, field: str,
+                                                              value, shape: str) -> None:
+    """Each run.json field the checker or the reports read is checked for its shape
+    before Spark starts: one line naming the field, never a traceback mid-check."""
+    run = small(RunBuilder(tmp_path / "run"))
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, field: value}, indent=2))
+    e = error_of(run)
+    assert e.file == "run.json" and f"{field}: " in str(e) and shape in str(e)

@@ -189,6 +189,9 @@ def test_junit_errors_and_failures(batch, tmp_path: Path) -> None:
     assert cases["incomplete-unexpected"].find("failure").get("type") == "invalid"
     bad = cases["bad-history"].find("error")
     assert bad.get("type") == "error" and "history.jsonl line 3" in bad.get("message")
+    # an unreadable run was not checked: it is no "no anomaly"
+    said = cases["bad-history"].find("system-out").text
+    assert said.startswith("run bad-history: not checked, run unreadable (verdict error)"), said
     # run.json unreadable: the case is named by the run directory.
     assert cases["bad-run-json"].get("name") == "bad-run-json [?]"
     assert cases["clean"].find("error") is None and cases["clean"].find("failure") is None
