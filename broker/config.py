@@ -67,6 +67,32 @@ class ControllerConfig:
         return cfg
 
 
+# Each key's range: Kafka's type (INT a Java int, LONG a Java long: its ConfigDef
+# refuses a value past it) and its lowest value, Kafka's atLeast(...) validator at
+# 3.9.0 -- ReplicationConfigs, LogConfig, KRaftConfigs, GroupCoordinatorConfig,
+# ServerConfigs -- or 0 where Kafka has none (isrlab refuses a negative time or
+# count, which no Kafka default is). isrlab's own keys take Kafka's type of the
+# setting they stand for.
+_INT, _LONG = (1 << 31) - 1, (1 << 63) - 1
+_RANGES: dict[str, tuple[int, int]] = {
+    "min.insync.replicas": (1, _INT),  # INT, atLeast(1)
+    "unclean.leader.election.enable": (0, 1),  # BOOLEAN (checked as one)
+    "replica.lag.time.max.ms": (0, _LONG),  # LONG
+    "replica.high.watermark.checkpoint.interval.ms": (0, _LONG),  # LONG
+    "flush.messages": (1, _LONG),  # LONG, atLeast(1) (null: never by count)
+    "group.initial.rebalance.delay.ms": (0, _INT),  # INT
+    "group.min.session.timeout.ms": (0, _INT),  # INT
+    "group.max.session.timeout.ms": (0, _INT),  # INT
+    "replica.lag.max.messages": (0, _LONG),  # LONG (Kafka 0.8; removed in 0.9)
+    "replica.fetch.wait.max.ms": (0, _INT),  # INT
+    "replica.fetch.backoff.ms": (0, _INT),  # INT, atLeast(0)
+    "request.timeout.ms": (0, _INT),  # INT
+    "heartbeat.interval.ms": (0, _INT),  # broker.heartbeat.interval.ms: INT
+    "broker.session.timeout.ms": (0, _INT),  # INT
+    "eligible.leader.replicas.version": (0, (1 << 15) - 1),  # a feature level: a short
+}
+
+
 def _from_dict(cls: type, raw: dict[str, Any], section: str, protocol: str) -> Any:
     known = {f.name: f for f in fields(cls)}
     kinds = get_type_hints(cls)
@@ -86,9 +112,20 @@ def _from_dict(cls: type, raw: dict[str, Any], section: str, protocol: str) -> A
             raise ConfigError(f"{section} config {key!r} must not be null")
         elif isinstance(value, int) and value < 0:
             raise ConfigError(f"{section} config {key!r} must not be negative, got {value}")
+        elif isinstance(value, int) and kind is not bool:
+            low, high = _RANGES[name.replace("_", ".")]
+            if not low <= value <= high:
+                raise ConfigError(f"{section} config {key!r} must be in {low}..{high} "
+                                  f"(Kafka's range), got {_shown(value)}")
         values[name] = value
     defaults = release_defaults(protocol)
     for name, f in known.items():
         if name not in values and f.default is MISSING:
             values[name] = defaults[name.replace("_", ".")]
     return cls(**values)
+
+
+def _shown(v: int) -> str:
+    """An integer as an error quotes it, cut short if long (10**30 has 31 digits)."""
+    r = str(v)
+    return r if len(r) <= 24 else f"{r[:12]}... ({len(r)} digits)"

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any
 
 from broker.protocol import VERSIONS, canonical
 from contract import CONTROLLER, PROTOCOLS
+from harness.duration import MAX_SECONDS, DurationError, parse_duration
 from harness.yamlloc import LocMap, LocSeq, ScenarioError
+
+# The largest value each kind of number in an input file may take (docs/scenarios.md,
+# "Limits"): past these a value is a typo, and a run of it would not end. Durations
+# have theirs in harness.duration (7 days); broker and controller settings Kafka's
+# own ranges (broker/config.py).
+MAX_INT64 = 2**63 - 1
+LIMITS = {
+    "sends": 10_000_000,  # a produce or consume step's n
+    "clients": 1_000,  # producers, consumers
+    "partitions": 10_000,  # a topic's partitions, a partition's index
+    "batch": 1_000_000,  # records per request, a burst
+    "ms": int(MAX_SECONDS * 1000),  # timeout_ms, retry_ms: the durations' 7 days
+    "seed": MAX_INT64,
+}
+MAX_RATE = 1_000_000.0  # sends per second
 
 
 class Validator:
@@ -47,19 +64,33 @@ class Validator:
             raise self.err(line, f"{what} must be a non-empty string")
         return v
 
-    def integer(self, v: Any, line: int, what: str, minimum: int = 0) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise self.err(line, f"{what} must be an integer >= {minimum}, got {v!r}")
+    def integer(self, v: Any, line: int, what: str, minimum: int = 0,
+                maximum: int = MAX_INT64) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+            raise self.err(line, f"{what} must be an integer in {minimum}..{maximum:,}, "
+                                 f"got {_shown(v)}")
         return v
 
     def seconds(self, v: Any, line: int, what: str) -> float:
+        """A duration (harness.duration's grammar: `90`, `1.5`, `2m`; more than 0 and
+        at most 7 days)."""
         try:
-            x = float(v) if not isinstance(v, bool) else -1.0
-        except (TypeError, ValueError):
-            x = -1.0
-        if x <= 0:
-            raise self.err(line, f"{what} must be a positive number of seconds, got {v!r}")
-        return x
+            return parse_duration(v, what)
+        except DurationError as e:
+            raise self.err(line, str(e)) from None
+
+    def rate(self, v: Any, line: int, what: str) -> float:
+        """A rate per second: a number more than 0, at most MAX_RATE."""
+        # The YAML loader keeps a float as its text (a version `0.10` stays itself).
+        try:
+            x = float(v) if isinstance(v, int | float | str) and not isinstance(v, bool) \
+                else math.nan
+        except ValueError:
+            x = math.nan
+        if not 0 < x <= MAX_RATE:  # also NaN
+            raise self.err(line, f"{what} must be a number of sends per second in "
+                                 f"(0, {MAX_RATE:,.0f}], got {_shown(v)}")
+        return float(x)
 
     def nodes(self, v: Any, line: int, brokers: list[str], what: str,
               allow_controller: bool = False) -> list[str]:
@@ -119,3 +150,9 @@ def check_topic_partition(v: Validator, line: int, topics: list[dict[str, Any]],
                 raise v.err(line, f"topic {topic!r} has no partition {partition!r}")
             return
     raise v.err(line, f"unknown topic {topic!r}")
+
+
+def _shown(v: Any) -> str:
+    """A value as an error quotes it, cut short if long (10**30 has 31 digits)."""
+    r = repr(v)
+    return r if len(r) <= 24 else r[:21] + "..."

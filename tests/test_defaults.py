@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from broker.config import BrokerConfig, ConfigError, ControllerConfig
@@ -84,3 +86,24 @@ def test_the_controller_keeps_an_elr_as_its_release_and_config_say(release, conf
                           "broker": {}, "controller": config}, seed=0)
     cluster.start(CONTROLLER)
     assert cluster.nodes[CONTROLLER].core._elr is elr
+
+
+def test_every_setting_has_kafkas_range_and_is_held_to_it():
+    """Each key's Kafka type and atLeast (3.9.0's ConfigDefs): an INT past a Java int,
+    or min.insync.replicas 0, is refused as Kafka's parser and validator refuse it."""
+    from dataclasses import fields
+
+    from broker.config import _RANGES, BrokerConfig, ControllerConfig
+
+    keys = {f.name.replace("_", ".") for c in (BrokerConfig, ControllerConfig) for f in fields(c)}
+    assert keys == set(_RANGES)
+    for raw, message in (({"min.insync.replicas": 0}, "must be in 1..2147483647"),
+                         ({"min.insync.replicas": 2**31}, "must be in 1..2147483647"),
+                         ({"replica.fetch.backoff.ms": 10**30}, "got 100000000000... (31 digits)"),
+                         ({"flush.messages": 0}, "must be in 1..9223372036854775807")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            BrokerConfig.from_dict(raw, "3.7")
+    assert BrokerConfig.from_dict({"replica.lag.time.max.ms": 2**40}, "3.7") \
+        .replica_lag_time_max_ms == 2**40  # a LONG
+    with pytest.raises(ConfigError, match="broker.session.timeout.ms"):
+        ControllerConfig.from_dict({"broker.session.timeout.ms": 2**31}, "3.7")

@@ -146,7 +146,7 @@ def test_good_file_and_unquoted_versions(tmp_path: Path) -> None:
     ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, hw: 1\n", 17, "YAML syntax error"),
     ("  - wait: {node: B, hw: 1}\n", "  - wait: {hw: 1}\n", 16, "needs a node"),
     ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, hw: 1, timeout: soon}\n", 16,
-     "positive number of seconds"),
+     "does not parse"),
     ("  - final-read\n", "  - final-read: {heal: maybe}\n", 19, "heal must be"),
     ("  - wait: {node: B, hw: 1}\n", "  - wait: {node: B, running: maybe}\n", 16,
      "running must be true or false"),
@@ -161,6 +161,41 @@ def test_errors_name_file_and_line(tmp_path: Path, old: str, new: str, line: int
     assert what in err.message, str(err)
     assert str(err).startswith(f"{tmp_path / 's.yaml'}:{line}: ")
     assert isinstance(err, UsageError) and err.exit_code == 2
+
+
+# Every number an input takes is bounded before anything starts: past its limit a
+# value is a typo, and a run of it would not end (or a broker would refuse it).
+@pytest.mark.parametrize(("old", "new", "line", "what"), [
+    ("  - pause: A\n", "  - sleep: 1e300\n", 17, "sleep '1e300' does not parse"),
+    ("  - pause: A\n", "  - sleep: 1000000000000\n", 17, "more than 7 days"),
+    ("  - pause: A\n", "  - sleep: 700000\n", 17, "more than 7 days"),
+    ("  - pause: A\n", "  - sleep: .nan\n", 17, "does not parse"),
+    ("  - pause: A\n", "  - sleep: {until: 1000000000000}\n", 17, "more than 7 days"),
+    ("{label: m0}", "{label: m0, n: 100000000000}", 15, "n must be an integer in 1..10,000,000"),
+    ("  - pause: A\n", "  - consume: {n: 100000000000}\n", 17, "in 1..10,000,000"),
+    ("hw: 1}", "hw: 100000000000000000000}", 16, "hw must be an integer >= 0"),
+    ("hw: 1}", "hw: {ge: 100000000000000000000}}", 16, "hw ge must be an integer in"),
+    ("leader_epoch: 1}", "leader_epoch: 100000000000000000000}", 18,
+     "event field leader_epoch must be an integer"),
+    ("  min.insync.replicas: 1\n", "  min.insync.replicas: 100000000000000000000\n", 8,
+     "must be in 1..2147483647 (Kafka's range)"),
+    ("  min.insync.replicas: 1\n", "  min.insync.replicas: 0\n", 8,
+     "must be in 1..2147483647"),
+    ("  min.insync.replicas: 1\n", "  min.insync.replicas: 1\ncontroller:\n"
+     "  broker.session.timeout.ms: 1000000000000000000000000000000\n", 10,
+     "'broker.session.timeout.ms' must be in 0..2147483647"),
+    ("partitions: 1,", "partitions: 100000,", 6, "partitions must be an integer in 1..10,000"),
+    ("  - pause: A\n", "  - load: {rate: 0}\n", 17,
+     "rate must be a number of sends per second in (0, 1,000,000]"),
+    ("  - pause: A\n", "  - load: {rate: 1e9}\n", 17, "sends per second"),
+    ("  - pause: A\n", "  - load: {rate: 10, producers: 100000}\n", 17,
+     "producers must be an integer in 1..1,000"),
+])
+def test_numbers_are_bounded(tmp_path: Path, old: str, new: str, line: int, what: str) -> None:
+    assert old in GOOD
+    err = error_of(tmp_path, GOOD.replace(old, new, 1))
+    assert (err.line, what in err.message) == (line, True), str(err)
+    assert len(str(err)) < 300 and "\n" not in str(err)
 
 
 def test_a_running_wait(tmp_path: Path) -> None:

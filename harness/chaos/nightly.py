@@ -34,7 +34,7 @@ from harness.backends import BACKENDS
 from harness.chaos.runs import ChaosConfig, parse_sets
 from harness.duration import DurationError, parse_duration
 from harness.errors import UsageError
-from harness.validate import Validator
+from harness.validate import LIMITS, Validator
 from harness.yamlloc import LocMap, LocSeq, load
 from nemesis.schedule import FaultSpecError, parse_faults
 from workloads.kafka_clients import CLIENTS, ClientConfigError, require_client
@@ -187,13 +187,17 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
         if raw is None:
             continue
         if isinstance(minimum, int) and not isinstance(minimum, float):
-            numbers[key] = v.integer(raw, line, key, minimum=1)
+            numbers[key] = v.integer(raw, line, key, 1,
+                                     LIMITS["clients" if key == "producers" else "partitions"])
             continue
         if key in ("interval", "duration"):  # durations: the one grammar (`3`, `2s`)
             try:
                 numbers[key] = parse_duration(raw, key)
             except DurationError as e:
                 raise v.err(line, str(e)) from None
+            continue
+        if key == "rate":
+            numbers[key] = v.rate(raw, line, key)
             continue
         try:
             x = float(raw)

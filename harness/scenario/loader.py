@@ -20,7 +20,7 @@ from contract import ANOMALY_KINDS, PROTOCOLS
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.errors import UsageError
 from harness.scenario.steps import COMPARISONS, Step, parse_steps
-from harness.validate import Validator, check_topic_partition, in_range
+from harness.validate import LIMITS, Validator, check_topic_partition, in_range
 from harness.yamlloc import LocMap, load
 from workloads.kafka_clients import CLIENTS
 
@@ -327,7 +327,7 @@ def _cluster(v: Validator, doc: LocMap) -> tuple[list[str], list[dict[str, Any]]
         tname = v.string(t["name"], t.line_of("name"), "topic name")
         reps = v.seq(t["replicas"], t.line_of("replicas"), "replicas")
         count = v.integer(t.get("partitions", len(reps)), t.line_of("partitions"),
-                          "partitions", 1)
+                          "partitions", 1, LIMITS["partitions"])
         if len(reps) != count:
             raise v.err(t.line_of("replicas"),
                         f"topic {tname!r} has {count} partition(s) but {len(reps)} replica "
@@ -370,21 +370,25 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
     w = {
         "acks": v.acks(m.get("acks", "all"), m.line_of("acks")),
         "timeout_ms": v.integer(m.get("timeout_ms", 5000), m.line_of("timeout_ms"),
-                                "timeout_ms", 1),
-        "retry_ms": v.integer(m.get("retry_ms", 10000), m.line_of("retry_ms"), "retry_ms", 0),
+                                "timeout_ms", 1, LIMITS["ms"]),
+        "retry_ms": v.integer(m.get("retry_ms", 10000), m.line_of("retry_ms"), "retry_ms", 0,
+                              LIMITS["ms"]),
         "topic": m.get("topic", topics[0]["name"]),
-        "partition": v.integer(m.get("partition", 0), m.line_of("partition"), "partition"),
-        "consumers": v.integer(m.get("consumers", 0), m.line_of("consumers"), "consumers"),
+        "partition": v.integer(m.get("partition", 0), m.line_of("partition"), "partition", 0,
+                               LIMITS["partitions"] - 1),
+        "consumers": v.integer(m.get("consumers", 0), m.line_of("consumers"), "consumers", 0,
+                               LIMITS["clients"]),
         # The continuous background workload (workloads.continuous): producers
         # sending at `rate` per second in all, over `partitions`.
-        "producers": v.integer(m.get("producers", 0), m.line_of("producers"), "producers"),
-        "rate": v.seconds(m.get("rate", DEFAULT_RATE), m.line_of("rate"), "rate"),
+        "producers": v.integer(m.get("producers", 0), m.line_of("producers"), "producers", 0,
+                               LIMITS["clients"]),
+        "rate": v.rate(m.get("rate", DEFAULT_RATE), m.line_of("rate"), "rate"),
         "partitions": m.get("partitions", "one"),
     }
     # Batched sends (workloads.continuous; a chaos run's, kept by `isrlab export`):
     # at most `batch` records per produce request, waiting up to `linger` seconds.
     if "batch" in m:
-        w["batch"] = v.integer(m["batch"], m.line_of("batch"), "batch", 1)
+        w["batch"] = v.integer(m["batch"], m.line_of("batch"), "batch", 1, LIMITS["batch"])
     if "linger" in m:
         w["linger"] = v.seconds(m["linger"], m.line_of("linger"), "linger")
     if "poll_interval" in m:  # background consumers: seconds between polls (default 0.05)
@@ -407,7 +411,7 @@ def _workload(v: Validator, doc: LocMap, topics: list[dict[str, Any]]) -> dict[s
                                             f"got {type(val).__name__}")
         w["config"] = dict(cfg)
     if "seed" in m:  # the background workload's choices; default: the run's seed
-        w["seed"] = v.integer(m["seed"], m.line_of("seed"), "seed")
+        w["seed"] = v.integer(m["seed"], m.line_of("seed"), "seed", 0, LIMITS["seed"])
     if w["partitions"] not in ("one", "all"):
         raise v.err(m.line_of("partitions"), "partitions must be one (the workload's topic "
                                              f"and partition) or all, got {w['partitions']!r}")

@@ -10,7 +10,14 @@ from typing import Any
 from contract import EVENT_TYPES, NETWORK_FAULTS, PROCESS_FAULTS, ROLES
 from harness.backends.base import CONTROLLER
 from harness.duration import DurationError, parse_duration
-from harness.validate import Validator, check_topic_partition, empty_map, in_range
+from harness.validate import (
+    LIMITS,
+    MAX_INT64,
+    Validator,
+    check_topic_partition,
+    empty_map,
+    in_range,
+)
 from harness.yamlloc import LocMap
 from nemesis import delays, grudges
 
@@ -234,7 +241,7 @@ def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
         if label is not None:
             label = v.string(str(label), m.line_of("label"), "label")
         args = {
-            "n": v.integer(m.get("n", 1), m.line_of("n"), "n", 1),
+            "n": v.integer(m.get("n", 1), m.line_of("n"), "n", 1, LIMITS["sends"]),
             "label": label,
             "acks": v.acks(m.get("acks", workload["acks"]), m.line_of("acks")),
             "expect": expect,
@@ -246,7 +253,7 @@ def _step_args(v: Validator, kind: str, raw: Any, line: int, brokers: list[str],
     if kind == "consume":
         m = v.mapping(raw if raw is not None else empty_map(line), line, "consume")
         v.keys(m, ("n",), "consume")
-        return {"n": v.integer(m.get("n", 1), m.line_of("n"), "n", 1)}
+        return {"n": v.integer(m.get("n", 1), m.line_of("n"), "n", 1, LIMITS["sends"])}
     if kind == "admin":
         m = v.mapping(raw, line, "admin")
         v.keys(m, ("op", "node"), "admin", required=("op", "node"))
@@ -346,7 +353,7 @@ def _status_value(v: Validator, k: str, value: Any, line: int, brokers: list[str
     (FILE:LINE naming the allowed values otherwise): a wait for a value no node
     reports would only time out, after the cluster started."""
     if k in COUNTER_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT64:
             raise v.err(line, f"{k} must be an integer >= 0 (an offset or epoch), "
                               f"got {value!r}")
         return value
@@ -390,7 +397,7 @@ def _event_value(v: Validator, k: str, value: Any, line: int, brokers: list[str]
         known = ", ".join([*brokers, *([CONTROLLER] if k == "peer" else [])])
         raise v.err(line, f"event field {k} must be one of {known}, got {value!r}")
     if k in EVENT_COUNTER_FIELDS and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 0):
+                                      or not 0 <= value <= MAX_INT64):
         raise v.err(line, f"event field {k} must be an integer >= 0, got {value!r}")
 
 
@@ -470,16 +477,17 @@ def _load_args(v: Validator, raw: Any, line: int, topics: list[dict[str, Any]],
         raise v.err(m.line, "a burst load needs both burst (records) and every (a duration)")
     args: dict[str, Any] = {
         "stop": False,
-        "producers": v.integer(m.get("producers", 1), m.line_of("producers"), "producers", 1),
+        "producers": v.integer(m.get("producers", 1), m.line_of("producers"), "producers", 1,
+                               LIMITS["clients"]),
         "acks": v.acks(m.get("acks", workload["acks"]), m.line_of("acks")),
         "topic": m.get("topic", workload["topic"]),
         "partition": m.get("partition", workload["partition"]),
         "rate": None, "burst": None, "every": None,
     }
     if "burst" in m:
-        args["burst"] = v.integer(m["burst"], m.line_of("burst"), "burst", 1)
+        args["burst"] = v.integer(m["burst"], m.line_of("burst"), "burst", 1, LIMITS["batch"])
         args["every"] = duration(v, m["every"], m.line_of("every"), "every")
     else:
-        args["rate"] = v.seconds(m.get("rate", workload["rate"]), m.line_of("rate"), "rate")
+        args["rate"] = v.rate(m.get("rate", workload["rate"]), m.line_of("rate"), "rate")
     check_topic_partition(v, m.line_of("topic"), topics, args["topic"], args["partition"])
     return args
