@@ -907,6 +907,30 @@ def _run_cli(work: Path, inp: Input) -> Result:
                              f"{' | '.join(lines)[:300]}")
 
 
+# Every command's output paths: each given a path that cannot be written -- a
+# file where a directory must be, a path under a file, a name too long, a directory
+# where a file must be, /dev/null's inside -- must be one `isrlab:` line, exit 2.
+OUTPUT_OPTIONS = ("--runs-dir", "--results", "--junit", "--index", "--out")
+_BAD_OUTPUTS = ["afile", "afile/under", "afile/under/more", "x" * 300, "runs/" + "y" * 300,
+                "/dev/null/x", ".", "adir", "/proc/1/x", "afile/"]
+
+
+def _make_outputs(rng: random.Random) -> Input:
+    seed_run()
+    seeds = [a for a in CLI_SEEDS if any(o in a for o in OUTPUT_OPTIONS)]
+    argv = list(rng.choice(seeds))
+    at = [i for i, x in enumerate(argv) if x in OUTPUT_OPTIONS]
+    i = rng.choice(at)
+    argv[i + 1] = rng.choice(_BAD_OUTPUTS)
+    return Input(f"{argv[0]} {argv[i]}", argv=argv)
+
+
+def _outputs_setup(work: Path) -> None:
+    _cli_setup(work)
+    (work / "afile").write_text("")
+    (work / "adir").mkdir()
+
+
 def targets() -> dict[str, Target]:
     scenario_seeds = _seed_files(sorted(SCENARIO_DIR.glob("*.yaml"))
                                  + sorted((ROOT / "tests" / "data").glob("*.yaml")))
@@ -920,6 +944,7 @@ def targets() -> dict[str, Target]:
                               load_hosts, _hosts_setup),
         "rundir": Target("rundir", _make_rundir, _read_rundir, _copy_run),
         "cli": Target("cli", _make_cli, _run_cli, _cli_setup),
+        "outputs": Target("outputs", _make_outputs, _run_cli, _outputs_setup),
     }
 
 

@@ -51,7 +51,7 @@ class Controller:
         self._next_rid = 0
         self._replies: dict[int, asyncio.Future] = {}
         self.admin = AdminRequests("controller", os.urandom(6).hex(), self.core.status,
-                                   self._request)
+                                   self._request, cluster.get("cluster_id"))
         self.perform(self.core.start(now_ms()))
 
     def perform(self, effects: list[ControllerEffect]) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .admin import AdminRequests
+from .admin import INCONSISTENT_CLUSTER_ID, AdminRequests
 from .broker_core import (
     CONTROLLER,
     STORAGE_EFFECTS,
@@ -48,7 +48,9 @@ class Broker:
         self.halt: asyncio.Event | None = None  # set by amain; HaltBroker sets it
         self.exit_status = 0
         incarnation = os.urandom(6).hex()
-        self.admin = AdminRequests(node, incarnation, self.status, self._request)
+        self.cluster_id: str | None = cluster.get("cluster_id")
+        self.admin = AdminRequests(node, incarnation, self.status, self._request,
+                                   self.cluster_id)
         self.store = BrokerStore(data_dir)
         marker = self.store.clean_shutdown.value
         loaded = {}
@@ -74,7 +76,7 @@ class Broker:
         self.changes = Changes()
         self.kafka = KafkaApis(node, cluster["protocol"], list(cluster["brokers"]),
                                cluster["topics"], self._request, self.changes,
-                               cluster.get("kafka_advertised"), controller)
+                               cluster.get("kafka_advertised"), controller, self.cluster_id)
         self.kafka_listener = KafkaListener(self.kafka.handle_frame)
         self.perform(self.core.start(now_ms()))
 
@@ -124,9 +126,20 @@ class Broker:
             if conn is None or eff.to in self.admin.net.peers:
                 await asyncio.sleep(timeout)
                 raise WireError(f"{eff.to} unreachable")
-            resp = await conn.request(eff.msg, timeout)
+            msg = eff.msg if self.cluster_id is None else {**eff.msg,
+                                                             "cluster_id": self.cluster_id}
+            resp = await conn.request(msg, timeout)
             if eff.to in self.admin.net.peers:
                 raise WireError("answer lost to a network partition")
+            if resp.get("error") == INCONSISTENT_CLUSTER_ID:
+                # Kafka's broker refuses to run against another cluster
+                # (InconsistentClusterIdException): it exits.
+                log.critical("exiting: %s at %s belongs to another cluster: %s", eff.to, addr,
+                             resp.get("message"))
+                self.exit_status = 1
+                if self.halt is not None:
+                    self.halt.set()
+                resp = None
         except WireError as e:
             log.debug("%s: %s", eff.msg.get("type"), e)
             resp = None

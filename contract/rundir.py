@@ -347,9 +347,9 @@ def require_writable(directory: Path, what: str) -> None:
     mount or a directory without permission is found before any work. (A full
     disk is found only by the writes themselves.)"""
     probe = directory
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
     try:
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
         fd, name = tempfile.mkstemp(prefix=".write-test-", dir=probe)
         os.close(fd)
         os.unlink(name)

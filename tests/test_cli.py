@@ -798,3 +798,60 @@ def test_reproduce_all_variants_says_which_are_not_reachable(tmp_path: Path) -> 
             "gone from 2.1") in lines
     assert any(x.startswith("two-ages-new: no anomaly — as documented") for x in lines), r.stdout
     assert not any(x.startswith("two-ages-old: ") for x in lines)
+
+
+# SIGINT sent to the process itself as the `isrlab` script's entry point starts
+# importing the CLI (a real signal, at a point the test names, not a timed one).
+_SIGINT_DURING_IMPORTS = """
+import importlib.abc, os, signal, sys
+
+class Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "harness.cli":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["isrlab", "scenarios"]
+from harness.entry import main
+sys.exit(main())
+"""
+
+
+def test_interrupt_while_the_cli_imports_is_the_documented_line() -> None:
+    proc = subprocess.run([sys.executable, "-c", _SIGINT_DURING_IMPORTS], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (3, "isrlab: interrupted\n"), proc.stderr
+
+
+def test_the_isrlab_script_starts_at_the_guarded_entry_point() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'isrlab = "harness.entry:main"' in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["swarm", "--protocol", "0.10", "--runs", "2", "--runs-dir", "{file}"],
+    ["chaos", "--protocol", "0.10", "--time-limit", "5s", "--backend", "sim",
+     "--runs-dir", "{file}/under"],
+    ["reproduce", "kip101-hw-truncation-loss", "--protocol", "0.10", "--backend", "sim",
+     "--runs-dir", "{file}"],
+    ["check", "{run}", "--results", "{file}"],
+    ["check", "{run}", "--results", "{file}/table"],
+    ["nightly", "nightly/sample.yaml", "--results", "{file}"],
+])
+def test_an_output_directory_that_is_a_file_is_one_line_before_anything(tmp_path: Path,
+                                                                       argv: list[str]) -> None:
+    """Every command's output directory is tried before the command starts: a file
+    where a directory must be is exit 2, one line, and nothing was written."""
+    file = tmp_path / "a-file"
+    file.write_text("")
+    run = tmp_path / "run"  # never read: the output is refused first
+    run.mkdir()
+    argv = [a.format(file=file, run=run) for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv, "--quiet"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"isrlab: cannot write {file}") and "nothing was started" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "run"]
+    assert file.read_text() == "" and list(run.iterdir()) == []

@@ -235,3 +235,41 @@ def test_network_clash_is_a_config_error(client, tmp_path: Path):
         b.teardown()
         squatter.remove()
     assert docker_leftovers(client, b.run_id) == []
+
+
+@pytest.mark.parametrize("what", ["network", "volume", "container"])
+def test_an_interrupt_while_the_engine_creates_waits_for_it_and_leaves_nothing(
+        client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """Ctrl-C that lands while the engine creates the run's network, a volume or a
+    container -- a real SIGINT, sent as the request goes out -- is raised once the
+    engine has answered (the object is the harness's to remove), never in the middle
+    (the engine would go on creating what the teardown already looked for): the
+    teardown then leaves nothing."""
+    import signal
+
+    from harness.backends import reaper
+    from harness.backends.docker import DockerBackend
+
+    reaper.install_signal_handlers()
+    monkeypatch.setattr(reaper, "_signalled", False)
+    b = DockerBackend(SPEC, tmp_path / f"run-{os.getpid()}-{time.monotonic_ns()}",
+                      port=free_base_port(7), quiet=True)
+    api = b._prepare().api
+    create = {"network": "create_network", "volume": "create_volume",
+              "container": "create_container"}[what]
+    answered = []
+
+    def interrupted(*args: Any, **kw: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)
+        out = getattr(type(api), create)(api, *args, **kw)
+        answered.append(out)
+        return out
+
+    monkeypatch.setattr(api, create, interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            b.start_controller()
+        assert len(answered) == 1  # the engine's answer came back before the interrupt
+    finally:
+        b.teardown()
+    assert docker_leftovers(client, b.run_id) == []

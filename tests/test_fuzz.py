@@ -110,7 +110,8 @@ def test_harness_stops_an_input_before_it_starts_or_writes_anything(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("target", "inputs"), [
-    ("scenario", 250), ("nightly", 150), ("hosts", 150), ("rundir", 200), ("cli", 200)])
+    ("scenario", 250), ("nightly", 150), ("hosts", 150), ("rundir", 200), ("cli", 200),
+    ("outputs", 100)])
 def test_fuzz_target(target: str, inputs: int) -> None:
     """`bench/fuzz.py --seed 0` on the target: every input ok or a clean error."""
     r = subprocess.run([sys.executable, str(BENCH / "fuzz.py"), "--seed", "0", "--inputs",

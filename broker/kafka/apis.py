@@ -107,8 +107,10 @@ class KafkaApis:
     def __init__(self, node: str, protocol: str, brokers: list[str],
                  topics: list[dict[str, Any]], core: CoreRequest, changes: Changes,
                  advertised: dict[str, str] | None = None,
-                 controller: str | None = None) -> None:
+                 controller: str | None = None, cluster_id: str | None = None) -> None:
         self.node = node
+        # The run's own (broker/admin.py), as Metadata answers it; a constant without.
+        self.cluster_id = cluster_id or CLUSTER_ID
         # Where clients reach each broker's Kafka listener, when not its own
         # address's port + 1 (Docker's published ports).
         self.advertised = dict(advertised or {})
@@ -203,7 +205,7 @@ class KafkaApis:
             topics.append({"error_code": 0, "name": name, "topic_id": topic_id(name),
                            "is_internal": False, "partitions": parts})
         controller = min(self.node_ids.values(), default=-1)
-        return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": controller,
+        return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": controller,
                 "topics": topics}
 
     # -- Produce --------------------------------------------------------------------

@@ -84,7 +84,8 @@ class GroupApis:
 
     async def _forward(self, msg: dict[str, Any],
                        timeout: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
-        resp = await self.pool.request({**msg, "id": self.apis.node}, timeout)
+        resp = await self.pool.request({**msg, "id": self.apis.node,
+                                        "cluster_id": self.apis.cluster_id}, timeout)
         return resp if resp is not None else {"error": NOT_AVAILABLE}
 
     # -- FindCoordinator -----------------------------------------------------------------

@@ -24,6 +24,20 @@ def try_status(addr: str, timeout: float = 1.0) -> dict[str, Any] | None:
     return reply if reply.get("error") is None else None
 
 
+def foreign_cluster(status: dict[str, Any], cluster_id: str | None) -> str | None:
+    """The cluster id a status answer names when it is not ``cluster_id`` -- a node
+    of another run answered at this run's address -- else None. (A node that names
+    none, the simulator's, is taken as the run's.)"""
+    theirs = status.get("cluster_id")
+    return theirs if cluster_id is not None and theirs not in (None, cluster_id) else None
+
+
+def own_status(addr: str, cluster_id: str | None, timeout: float = 1.0) -> dict[str, Any] | None:
+    """try_status, answered by a node of the cluster ``cluster_id`` only."""
+    st = try_status(addr, timeout)
+    return None if st is None or foreign_cluster(st, cluster_id) else st
+
+
 def command(node: str, addr: str, op: str, timeout: float = 10.0, rt: Runtime = REAL,
             **fields: Any) -> dict:
     """An admin command that must succeed for the run to go on (flush, checkpoint-hw)."""

@@ -29,7 +29,7 @@ from harness.backends import admin
 from harness.backends.artefacts import Artefacts
 from harness.backends.net import Grudge, Net, Rules
 from harness.backends.nodes import Nodes
-from harness.backends.ports import check_free
+from harness.backends.ports import Reservation, check_free, reserve
 from harness.backends.spec import ClusterSpec
 from nemesis import delays
 
@@ -42,6 +42,8 @@ class Backend(Nodes, Artefacts):
     def __init__(self, spec: ClusterSpec, run_dir: Path) -> None:
         self.spec = spec
         self.run_dir = run_dir
+        self.cluster_id = run_dir.name  # unique per run (contract.rundir.new_run_id)
+        self._reserved: Reservation | None = None  # check_addresses'
         self.net = Net(self.name, self.nodes, apply=self.firewall(), check=self.check_grudge,
                        send_rules=self.send_delay_rules, reachable=self.is_reachable,
                        monotonic=lambda: self.rt.monotonic())
@@ -58,8 +60,8 @@ class Backend(Nodes, Artefacts):
     def write_process_config(self, path: Path) -> Path:
         addresses = {b: self.listen_address(b) for b in self.spec.brokers}
         kafka = {b: self.kafka_address(b) for b in self.spec.brokers}
-        path.write_text(json.dumps(self.spec.process_config(addresses, kafka), indent=2)
-                        + "\n")
+        path.write_text(json.dumps(self.spec.process_config(addresses, kafka, self.cluster_id),
+                                   indent=2) + "\n")
         return path
 
     def kafka_address(self, broker: str) -> str:
@@ -86,8 +88,21 @@ class Backend(Nodes, Artefacts):
     def check_addresses(self) -> None:
         """Raise UsageError (exit 2) if any address a node needs on this host is
         taken; call before starting."""
-        check_free([(n, self.address(n)) for n in self.nodes]
-                   + [(b, self.kafka_address(b)) for b in self.brokers])
+        addresses = ([(n, self.address(n)) for n in self.nodes]
+                     + [(b, self.kafka_address(b)) for b in self.brokers])
+        self.release_addresses()
+        self._reserved = reserve(addresses, f"run {self.run_dir.name}")
+        try:
+            check_free(addresses)  # and no other program holds one
+        except BaseException:
+            self.release_addresses()
+            raise
+
+    def release_addresses(self) -> None:
+        """Give back what check_addresses reserved (after the teardown)."""
+        if self._reserved is not None:
+            self._reserved.release()
+            self._reserved = None
 
     # -- what `net` asks of a backend ------------------------------------------
 

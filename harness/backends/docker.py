@@ -44,6 +44,7 @@ import requests.exceptions
 
 from broker.wire import parse_addr
 from contract import CONTROLLER, LOGS
+from harness.backends import reaper
 from harness.backends.artefacts import Salvage
 from harness.backends.base import Backend
 from harness.backends.docker_engine import LABEL_RUN, DockerUnavailable, docker_client
@@ -192,7 +193,9 @@ class DockerBackend(Backend):
         if any(n.name == name for n in client.networks.list(names=[name])):
             raise UsageError(f"docker network {name} already exists (network clash)")
         try:
-            self._network = client.networks.create(name, driver="bridge", labels=self.labels)
+            with reaper.held():  # an interrupt waits for the engine's answer (reaper.held)
+                self._network = client.networks.create(name, driver="bridge",
+                                                       labels=self.labels)
         except docker.errors.APIError as e:
             raise UsageError(f"cannot create docker network {name}: {one_line(e)}") from e
         return self._network
@@ -221,34 +224,35 @@ class DockerBackend(Backend):
         volume = f"{self.prefix}-{_name_part(node)}-data"
         host_port = self.host_port(node)
         try:
-            client.volumes.create(volume, labels=labels)
-            container = client.containers.create(
-                self.image,
-                self._command(node),
-                entrypoint=["sh", "-c", _WRAPPER, "isrlab-node"],
-                name=f"{self.prefix}-{_name_part(node)}",
-                hostname=self.alias(node),
-                labels=labels,
-                network=net.name,
-                networking_config={
-                    net.name: client.api.create_endpoint_config(aliases=[self.alias(node)])
-                },
-                ports={f"{NODE_PORT}/tcp": ("127.0.0.1", host_port),
-                       **({} if node == CONTROLLER else {
-                           f"{NODE_PORT + 1}/tcp": parse_addr(self.kafka_address(node))})},
-                volumes={volume: {"bind": DATA_DIR, "mode": "rw"}},
-                cap_add=["NET_ADMIN"],  # iptables partitions inside the container
-                stop_signal="SIGTERM",
-            )
-            # Copied in, not bind-mounted: works with a remote engine too.
-            container.put_archive(
-                "/", tar_files({"etc/isrlab/cluster.json": config_path.read_bytes()})
-            )
+            with reaper.held():  # (as the network's)
+                client.volumes.create(volume, labels=labels)
+                container = client.containers.create(
+                    self.image,
+                    self._command(node),
+                    entrypoint=["sh", "-c", _WRAPPER, "isrlab-node"],
+                    name=f"{self.prefix}-{_name_part(node)}",
+                    hostname=self.alias(node),
+                    labels=labels,
+                    network=net.name,
+                    networking_config={
+                        net.name: client.api.create_endpoint_config(aliases=[self.alias(node)])
+                    },
+                    ports={f"{NODE_PORT}/tcp": ("127.0.0.1", host_port),
+                           **({} if node == CONTROLLER else {
+                               f"{NODE_PORT + 1}/tcp": parse_addr(self.kafka_address(node))})},
+                    volumes={volume: {"bind": DATA_DIR, "mode": "rw"}},
+                    cap_add=["NET_ADMIN"],  # iptables partitions inside the container
+                    stop_signal="SIGTERM",
+                )
+                entry = _Node(container, host_port, volume)
+                with self._lock:
+                    self._nodes[node] = entry  # the teardown's, before any interrupt
+                # Copied in, not bind-mounted: works with a remote engine too.
+                container.put_archive(
+                    "/", tar_files({"etc/isrlab/cluster.json": config_path.read_bytes()})
+                )
         except docker.errors.APIError as e:
             raise RunIncomplete(f"cannot create the {node} container: {one_line(e)}") from e
-        entry = _Node(container, host_port, volume)
-        with self._lock:
-            self._nodes[node] = entry
         return entry
 
     # -- state (thread-safe) -------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from harness.backends.admin import try_status
+from harness.backends.admin import foreign_cluster, try_status
 from harness.errors import RunIncomplete, UsageError
 from workloads.runtime import REAL, Runtime
 
@@ -53,6 +53,9 @@ class Nodes(ABC):
     # Clock, connections and threads of the run (the sim backend: virtual ones).
     rt: Runtime = REAL
     exit_poll: float = 0.05  # seconds between looks at a node on its way out (wait_exited)
+    # The run's cluster id (its run id): every node of the run has it, and a node
+    # of another run answering at one of its addresses is refused (broker/admin.py).
+    cluster_id: str | None = None
 
     @abstractmethod
     def start_controller(self) -> None:
@@ -143,7 +146,13 @@ class Nodes(ABC):
                     f"{node} exited with status {code} before it was ready; "
                     f"last lines of {self.log_name(node)}:\n{tail}"
                 )
-            if try_status(self.address(node), timeout=0.5) is not None:
+            st = try_status(self.address(node), timeout=0.5)
+            if st is not None and (theirs := foreign_cluster(st, self.cluster_id)):
+                # Another run's node holds the address: this node cannot bind it
+                # (and must not be taken for it).
+                raise UsageError(f"{node}'s address {self.address(node)} is in use by a "
+                                 f"node of another run (cluster {theirs})")
+            if st is not None:
                 return
             if self.rt.monotonic() > deadline:
                 raise RunIncomplete(

@@ -17,9 +17,11 @@ it once the run directory is consistent.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 from harness.errors import Interrupted
@@ -96,6 +98,23 @@ def release(what: str = "; run incomplete") -> None:
     signum, _held = _held, None
     if signum is not None:
         raise _interrupt(signum, what)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Signals held over a stretch that must not be cut in two -- an object being
+    created in the Docker engine, whose id the harness must learn to remove it: an
+    interrupt there would abort the request while the engine goes on creating it,
+    after the teardown looked. The interrupt is raised once the stretch is done
+    (release); inside a hold already taken, it waits for that one's release."""
+    if _holding:
+        yield
+        return
+    hold()
+    try:
+        yield
+    finally:
+        release()
 
 
 def install_signal_handlers() -> None:

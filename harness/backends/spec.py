@@ -35,7 +35,8 @@ class ClusterSpec:
         check_release_configs(self.protocol, self.broker_config, self.controller_config)
 
     def process_config(self, addresses: dict[str, str],
-                       kafka_advertised: dict[str, str] | None = None) -> dict[str, Any]:
+                       kafka_advertised: dict[str, str] | None = None,
+                       cluster_id: str | None = None) -> dict[str, Any]:
         """The JSON document shared by the controller and every broker (PROTOCOL.md);
         `kafka_advertised`: where Kafka clients reach each broker's Kafka listener."""
         cfg = {
@@ -45,6 +46,8 @@ class ClusterSpec:
             "broker": self.broker_config,
             "controller": self.controller_config,
         }
+        if cluster_id is not None:  # each run's own (broker/admin.py)
+            cfg["cluster_id"] = cluster_id
         if kafka_advertised:
             cfg["kafka_advertised"] = {b: kafka_advertised[b] for b in self.brokers}
         return cfg

@@ -34,6 +34,7 @@ from harness.cli import (
     collect,
     docker,
     export,
+    flags,
     matrix,
     nightly,
     reproduce,
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     try:
+        flags.require_output_dirs(args)
         return args.handler(args)
     except (HarnessError, RunDirError, RunWriteError, CheckerError) as e:  # each: its exit status
         print(f"isrlab: {e}", file=sys.stderr)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from broker.sim_cluster import Network
 from checker.spark import DEFAULT_MASTER
 from contract import PROTOCOLS
+from contract.rundir import RunWriteError, require_writable
 from harness.backends import BACKENDS
 from harness.backends.hostsfile import load_hosts
 from harness.backends.ports import MAX_PORT
@@ -126,6 +127,23 @@ def check_writable_dir(directory: Path, what: str) -> None:
         probe.unlink()
     except OSError as e:
         raise UsageError(f"{what}: {directory}: {e.strerror or e}") from None
+
+
+# The directories a command writes into, by option: each is tried before the
+# command starts (contract.rundir.require_writable), whichever command has it.
+OUTPUT_DIRS = {"runs_dir": "the runs directory", "results": "the results directory"}
+
+
+def require_output_dirs(args: argparse.Namespace) -> None:
+    """UsageError (one line, exit 2) for an output directory of ``args`` that cannot
+    be written -- a file, a read-only mount, no permission -- before any work."""
+    for attr, what in OUTPUT_DIRS.items():
+        path = getattr(args, attr, None)
+        if isinstance(path, Path):
+            try:
+                require_writable(path, what)
+            except RunWriteError as e:
+                raise UsageError(f"{e}; nothing was started") from None
 
 
 def output_file(text: str) -> Path:

@@ -21,7 +21,6 @@ from checker import client
 from checker.api import RunResult
 from checker.errors import CheckerError
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
-from contract.rundir import RunWriteError, require_writable
 from harness.cli import cellrun, checks, flags
 from harness.errors import Interrupted, UsageError, one_line
 from harness.run.runner import RunOptions, RunRecord, run_scenario
@@ -85,11 +84,8 @@ def run(args: argparse.Namespace) -> int:
 def reproduce_one(args: argparse.Namespace, scenario: Scenario) -> int:
     progress = flags.progress_of(args)
     options = flags.backend_options(args)
-    # A runs directory no run can be made in is exit 2 before the checker's JVM starts.
-    try:
-        require_writable(args.runs_dir, "the runs directory")
-    except RunWriteError as e:
-        raise UsageError(f"{e}; nothing was started") from None
+    # (A runs directory no run can be made in was exit 2 before the command started:
+    # flags.require_output_dirs.)
     # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
     client.prestart(use_server=flags.use_server(args))
     record = run_scenario(

@@ -25,7 +25,7 @@ from broker.wire import WireError
 from contract import CRASHED, EVENTS, HISTORY, REPLICAS, RUNNING
 from contract.rundir import RunDirWriter, read_meta, require_writable, utc_at, utc_now
 from harness.backends import backend_class
-from harness.backends.admin import request, try_status
+from harness.backends.admin import own_status, request
 from harness.backends.base import Backend
 from harness.backends.owner import Liveness, Owner
 from harness.errors import UsageError
@@ -44,7 +44,8 @@ def collect_replicas(backend: Backend, run: RunDirWriter) -> dict[str, str]:
     """Write log.jsonl and state.json for every broker; returns node -> how."""
     how = {}
     for node in backend.brokers:
-        status = try_status(backend.address(node), 2.0) if backend.is_reachable(node) else None
+        status = (own_status(backend.address(node), backend.cluster_id, 2.0)
+                  if backend.is_reachable(node) else None)
         if status is not None:
             try:
                 rows = _dump_logs(backend, node, status)

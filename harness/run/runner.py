@@ -117,8 +117,13 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **options)
     steps = scenario.steps_for(opts.protocol)
     backend.expect({s.kind for s in steps})
-    # A taken address is a configuration error: fail before anything exists.
-    backend.check_addresses()
+    # A taken address is a configuration error: fail before anything exists. The
+    # addresses stay reserved for this run until its teardown (ports.reserve).
+    try:
+        backend.check_addresses()
+    except BaseException:
+        backend.release_addresses()
+        raise
     # An interrupt from here until the `try` would leave a directory without
     # run.json, or one marked running by a harness that exited: held until then.
     reaper.hold()
@@ -142,6 +147,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         for close in opened:
             close()
         shutil.rmtree(opts.runs_dir / run_id, ignore_errors=True)
+        backend.release_addresses()
         reaper.release()
         raise UsageError(f"{e}; nothing was started") from None
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
@@ -156,6 +162,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # What the steps wait on: its sleeps end once a write of the run has failed.
     rt = HaltingRuntime(backend.rt, writes)
     ctx: StepContext | None = None
+    up = False  # the cluster came up: from here on the run is one to keep
     try:
         reaper.release()
         backend.start_controller()
@@ -163,6 +170,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         for node in spec.brokers:
             backend.start(node)
         _wait_cluster_ready(backend, observer, rt)
+        up = True
         progress.line(f"cluster up: {', '.join(f'{n}@{backend.address(n)}' for n in spec.brokers)}")
         client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
                                         if backend.is_reachable(n)}, rt=backend.rt)
@@ -239,6 +247,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             collector.stop()
         finally:
             backend.teardown()
+            backend.release_addresses()
             # The clients' idle connections to this cluster lead nowhere now.
             backend.rt.close_idle([backend.address(n) for n in backend.nodes])
             try:
@@ -263,6 +272,12 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             except RunWriteError as e:
                 error = RunIncomplete(f"{error or e}; {RUN_JSON} could not be closed "
                                       f"({e.reason}): it still says {RUNNING}")
+    if not up and isinstance(error, UsageError):
+        # A node refused its configuration or its address (another run's, say)
+        # before the cluster was up: the user's to fix, and no run to keep.
+        shutil.rmtree(run.path, ignore_errors=True)
+        reaper.release(what="")
+        raise UsageError(f"{error}; the run did not start and left nothing")
     # Interrupted while the run was closed: it is (complete or incomplete, as
     # run.json says); stop before any check.
     reaper.release(what="")
