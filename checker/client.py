@@ -37,6 +37,18 @@ START_TIMEOUT_S = 15.0  # for the server to listen (its Python start), not for S
 class ServerUnavailable(Exception):
     """The server could not be started or reached, or failed: check in-process."""
 
+    def __init__(self, message: str, failed: bool = False) -> None:
+        super().__init__(message)
+        self.failed = failed  # the server answered: the request itself failed there
+
+    def said(self, doing: str) -> str:
+        """The progress line (``doing``: "checking", "writing"): the server is not
+        called unavailable when it answered -- a run moved away mid-check fails
+        there, and this process says why."""
+        if self.failed:
+            return f"{doing} failed on the checker server ({self}); {doing} again in this process"
+        return f"checker server unavailable ({self}); {doing} in this process"
+
 
 def server_wanted(use_server: bool | None, master: str) -> bool:
     """Whether a check on ``master`` goes through the server."""
@@ -218,7 +230,7 @@ def _on_server(master: str, req: dict[str, Any], say: Callable[[str], None]) -> 
         raise ServerUnavailable(f"lost the checker server: {e}") from None
     if "error" in msg:
         if msg["error"].get("type") == "ServerFailure":
-            raise ServerUnavailable(msg["error"]["message"])
+            raise ServerUnavailable(msg["error"]["message"], failed=True)
         raise remote.error_from_wire(msg["error"])
     return msg
 
@@ -238,7 +250,7 @@ def append_results(results: list[Any], table: Path, master: str | None = None,
         try:
             return Path(_on_server(master, req, say)["table"])
         except ServerUnavailable as e:
-            say(f"checker server unavailable ({e}); writing in this process")
+            say(e.said("writing"))
     from checker.results import write_results
     from checker.spark import get_session
 
@@ -258,7 +270,7 @@ def check(paths: list[Path], master: str | None = None,
             answer = _on_server(master, req, say)
             return [remote.result_from_wire(r) for r in answer["results"]]
         except ServerUnavailable as e:
-            say(f"checker server unavailable ({e}); checking in this process")
+            say(e.said("checking"))
     from checker.api import check_runs
 
     return check_runs(paths, master=master, progress=say, prune=prune)

@@ -50,6 +50,7 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, env=env)
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_the_warm_up_goes_on_after_a_real_check_up_to_its_count(
         server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ISRLAB_CHECKER_WARMUP", "3")
@@ -71,6 +72,7 @@ def test_the_warm_up_goes_on_after_a_real_check_up_to_its_count(
     assert client.status()["checks"] == 2
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_a_check_waiting_for_the_server_is_served_before_its_warm_up(
         server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client that connected while the server's Spark started (as a `reproduce`
@@ -91,6 +93,7 @@ def test_a_check_waiting_for_the_server_is_served_before_its_warm_up(
     assert status["checks"] == 2 and status["warmups_abandoned"] == 1
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_server_check_matches_in_process_and_replaces_a_stale_server(
         server_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = _runs(server_env / "runs")
@@ -128,6 +131,7 @@ def test_server_check_matches_in_process_and_replaces_a_stale_server(
         remote.checker_version.cache_clear()
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_idle_server_exits_and_cli_status_stop(server_env: Path) -> None:
     env = {**os.environ, "ISRLAB_CHECKER_IDLE_S": "4"}
     out = _cli("checker", "status", env=env)
@@ -155,6 +159,7 @@ def test_idle_server_exits_and_cli_status_stop(server_env: Path) -> None:
     assert _cli("checker", "stop", env=env).stdout.strip() == "checker server: not running"
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_no_server_checks_in_process(server_env: Path) -> None:
     runs = _runs(server_env / "runs")
     out = _cli("check", "--no-server", "--no-report", "--json", *map(str, runs))
@@ -175,6 +180,7 @@ def test_server_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
         assert not client.server_wanted(None, "local[2]")
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_a_check_request_abandons_the_warm_up_wherever_it_is(tmp_path: Path) -> None:
     """The warm-up, abandoned after it has started 1, 4, 12 and 25 Spark jobs (so in
     different phases of its checks), is gone when abandon() returns, no job of it is
@@ -223,6 +229,7 @@ def _marked(marker: bytes) -> list[tuple[int, bytes]]:
     return found
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_a_server_stopped_while_its_spark_starts_leaves_no_jvm(tmp_path: Path) -> None:
     """SIGTERM (`checker stop`, a test session's end) while the server's driver JVM is
     starting: PySpark's launch deletes the directory the JVM was to write its address
@@ -270,6 +277,7 @@ def test_the_version_is_the_environments_not_the_interpreters_name() -> None:
     assert len(versions) == 1 and len(versions.pop()) == 16
 
 
+@pytest.mark.spark  # starts a checker server's JVM
 def test_cancelling_the_jobs_fails_one_waiting_on_anothers_stage() -> None:
     """checker.spark.cancel_jobs (the warm-up's abandon, a client that hung up): job B
     reads the shuffle job A is still writing, so B's own stage waits on A's. Both end
@@ -312,3 +320,16 @@ def test_cancelling_the_jobs_fails_one_waiting_on_anothers_stage() -> None:
     assert sorted(ended) == ["A", "B"], f"still waiting: {sorted({'A', 'B'} - set(ended))}"
     assert all("cancelled" in str(e) for e in ended.values()), ended
     assert tracker.getActiveJobsIds() == []
+
+
+def test_a_check_that_failed_on_the_server_is_not_called_unavailable() -> None:
+    """The server answered with its check's failure (a run moved away mid-check):
+    the line says the check failed there, not that the server was unavailable."""
+    from checker.client import ServerUnavailable
+
+    failed = ServerUnavailable("FAILED_READ_FILE: history.jsonl", failed=True).said("checking")
+    assert failed == ("checking failed on the checker server (FAILED_READ_FILE: history.jsonl);"
+                      " checking again in this process")
+    gone = ServerUnavailable("lost the checker server: EOF").said("writing")
+    assert gone == "checker server unavailable (lost the checker server: EOF); writing in " \
+                   "this process"

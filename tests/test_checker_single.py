@@ -6,6 +6,7 @@ run's directory apart), with and without the digest scope."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 import checker.scope
 from checker.api import RunResult, check_runs
-from contract import ANOMALY_KINDS, HISTORY, REPLICAS
+from contract import ANOMALY_KINDS, HISTORY, REPLICAS, RUN_JSON
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import gen_history  # noqa: E402
@@ -32,6 +33,9 @@ def _write_solo(path: Path) -> Path:
     """Every anomaly kind once, a broker with an awkward name, an interrupted last line."""
     gen_history.generate(path, 1500, set(gen_history.KINDS), seed=21)
     (path / REPLICAS / "B").rename(path / REPLICAS / BROKER)
+    meta = json.loads((path / RUN_JSON).read_text())  # the broker is B+1 in run.json too
+    meta["cluster"]["brokers"] = [BROKER if b == "B" else b for b in meta["cluster"]["brokers"]]
+    (path / RUN_JSON).write_text(json.dumps(meta))
     with (path / HISTORY).open("a") as fh:
         fh.write('{"index": 99999, "time": 1, "pro')
     return path

@@ -24,6 +24,8 @@ from workloads.history import History
 SPEC = ClusterSpec(protocol="0.11", brokers=["A", "B"],
                    topics=[{"name": "t", "partitions": 1, "replicas": [["A", "B"]]}])
 
+pytestmark = pytest.mark.e2e  # starts real broker processes
+
 
 def status(addr: str) -> dict:
     with Connection(addr, timeout=2) as c:

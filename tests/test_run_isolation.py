@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, TESTS, descendants, free_port
+from test_cli import processes_mentioning
 
 from broker.wire import Connection
 from harness.backends import make_backend
@@ -43,21 +44,6 @@ def _start_together(runs: list[tuple[Path, int]]) -> list[subprocess.CompletedPr
     return out
 
 
-def _mentioning(text: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmd and state != "Z":
-            found.append(int(entry))
-    return found
-
-
 def _exactly_one_ran(tmp_path: Path, results: list[subprocess.CompletedProcess],
                      dirs: list[Path]) -> None:
     codes = [r.returncode for r in results]
@@ -76,7 +62,7 @@ def _exactly_one_ran(tmp_path: Path, results: list[subprocess.CompletedProcess],
             assert line.startswith("isrlab: address in use: ") and "another isrlab run" in line
             assert "Traceback" not in r.stderr
             assert runs == []  # nothing left: no run directory
-    assert _mentioning(str(tmp_path)) == []
+    assert processes_mentioning(str(tmp_path)) == []
 
 
 def test_runs_started_together_on_one_port(tmp_path: Path) -> None:

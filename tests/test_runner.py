@@ -7,12 +7,15 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import TESTS, descendants
 
 from contract.rundir import read_history
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import load_scenario
+
+pytestmark = pytest.mark.e2e  # starts real broker processes
 
 
 def _run(name: str, tmp_path: Path, port: int):

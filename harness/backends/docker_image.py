@@ -506,6 +506,9 @@ def clean_leftovers(
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as e:
+                if not _still_there(client, kind, item, remove):
+                    removed[kind] += 1
+                    continue
                 errors.append(f"{kind[:-1]} {item.name}: {e}")
     finally:
         if own:
@@ -513,6 +516,25 @@ def clean_leftovers(
     if errors:
         raise DockerImageError(f"could not remove {len(errors)} isrlab objects: {errors[0]}")
     return removed
+
+
+def _still_there(client: docker.client.DockerClient, kind: str, item: Any,
+                 remove: Callable[[Any], None]) -> bool:
+    """After a refused removal: whether the object is still there. A volume "in use"
+    by a container the engine was removing that moment (another `docker clean`, a
+    forced removal still going) is gone, or free, once no container names it: then
+    it is removed again instead of reported."""
+    try:
+        item.reload()
+        if kind == "volumes" and not client.containers.list(
+                all=True, filters={"volume": item.name}):
+            remove(item)
+            return False
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError:
+        return True
+    return True
 
 
 def _run_filter(run_id: str | None) -> dict[str, str]:
