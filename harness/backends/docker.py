@@ -58,6 +58,7 @@ from harness.backends.docker_image import (
     run_labels,
     tar_files,
 )
+from harness.backends.fanout import parallel
 from harness.backends.net import Grudge
 from harness.backends.nodes import DROP_UNSYNCED_PY, LOG_TAIL_LINES
 from harness.backends.ports import address_in_use, check_port_range
@@ -464,13 +465,20 @@ class DockerBackend(Backend):
         entry.rules_pending = False
 
     def _sync_all_rules(self) -> None:
-        for node, entry in list(self._nodes.items()):
-            self._put_rules(node)
-            state = self._state(node, fresh=True)
-            if state == "running":
-                self._apply_rules(node)
-            elif state == "paused":
-                entry.rules_pending = True  # docker cannot exec into a frozen container
+        """The grudge on every node, applied on all running nodes at once: one after
+        another (an engine call each, up to a second or more under load) the cluster
+        sat half-cut long enough for the controller to end the sessions it had
+        stopped hearing and elect a leader the finished partition would not have
+        (kip320-stale-metadata-divergence's x acknowledged by B)."""
+        nodes = list(self._nodes)
+        states = dict(zip(nodes, parallel(nodes, lambda n: self._state(n, fresh=True)),
+                          strict=True))
+        parallel([n for n in nodes if states[n] == "running"], self._apply_rules)
+        for node in nodes:
+            if states[node] == "paused":
+                self._nodes[node].rules_pending = True  # no exec into a frozen container
+        # Where a (re)start applies them; not in the window above.
+        parallel(nodes, self._put_rules)
 
     def _refresh_ip(self, node: str) -> None:
         entry = self._nodes[node]

@@ -40,6 +40,7 @@ import broker
 from contract import CONTROLLER, LOGS
 from harness.backends.artefacts import Salvage
 from harness.backends.base import Backend
+from harness.backends.fanout import parallel
 from harness.backends.hostsfile import MIN_PYTHON, Host, HostsFile, load_hosts
 from harness.backends.net import Grudge
 from harness.backends.nodes import DROP_UNSYNCED_PY, LOG_TAIL_LINES
@@ -53,7 +54,6 @@ from harness.backends.ssh_run import (
     chain_name,
     iptables,
     kill_run,
-    parallel,
     remove_chain_script,
 )
 from harness.errors import HarnessError, RunIncomplete, UsageError

@@ -21,6 +21,7 @@ from pathlib import Path
 from contract import CONTROLLER, LOGS, RUNNING
 from contract.rundir import run_status
 from harness.backends.artefacts import Salvage
+from harness.backends.fanout import parallel
 from harness.backends.hostsfile import Host, load_hosts
 from harness.backends.owner import Liveness, Owner
 from harness.backends.ssh_remote import Remote
@@ -30,7 +31,6 @@ from harness.backends.ssh_run import (
     MARKER,
     iptables,
     kill_run,
-    parallel,
     remove_chain_script,
 )
 from harness.errors import HarnessError, RunIncomplete, UsageError

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 from contract import CONTROLLER
 from harness.backends.hostsfile import Host
@@ -35,7 +32,6 @@ for f in pids/*.pid; do
 done
 """
 
-T = TypeVar("T")
 
 
 def chain_name(run_id: str) -> str:
@@ -53,20 +49,6 @@ def remove_chain_script(host: Host, chain: str) -> str:
     return (f"if {ipt} -n -L {chain} >/dev/null 2>&1; then "
             f"while {ipt} -D INPUT -j {chain} 2>/dev/null; do :; done; "
             f"{ipt} -F {chain} && {ipt} -X {chain}; fi")
-
-
-def parallel(items: Iterable[T], fn: Callable[[T], Any]) -> list[Any]:
-    """fn over items, one thread each; the first error (in items' order) is raised
-    once every call has ended, so nothing is left half-done behind it."""
-    items = list(items)
-    if len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
-        futures = [pool.submit(fn, x) for x in items]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]  # type: ignore[misc]
-    return [f.result() for f in futures]
 
 
 def kill_run(remote: Remote, rdir: str) -> list[str]:

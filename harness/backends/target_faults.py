@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.backends.fanout import parallel
 from harness.backends.ssh_remote import Remote
-from harness.backends.ssh_run import parallel
 from harness.backends.target_hosts import NEEDS, PATTERN, TargetBroker, TargetHosts
 from harness.errors import HarnessError, RunIncomplete, UsageError
 
