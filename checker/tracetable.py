@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# Nemesis ops after which their nodes are down until they start again.
-_DOWN_FAULTS = ("stop", "kill")  # a power cycle restarts its node at once
+from contract import FAULT_WINDOWS
+
+# Nemesis ops after which their nodes are down until they start again (a power
+# cycle too: its node stays down until `start`).
+_DOWN_FAULTS = tuple(f for f, (kind, _) in FAULT_WINDOWS.items() if kind == "down")
 # OffsetsForLeaderEpoch answers from 0.11 to 1.1 carry no epoch (KIP-101): -1.
 _NO_EPOCH = -1
 

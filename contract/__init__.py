@@ -13,9 +13,10 @@ from broker.protocol import PROTOCOLS
 
 __all__ = [
     "ANOMALIES_JSON", "ANOMALY_KINDS", "CHECK", "CLIENT_FS", "COMPLETE", "CONTROLLER", "CRASHED",
-    "EVENTS", "EVENT_TYPES",
+    "EVENTS", "EVENT_TYPES", "FAULT_WINDOWS",
     "FINAL_PROCESS", "FORMAT_VERSION", "HISTORY", "INCOMPLETE", "LOG", "LOGS", "NEMESIS_FS",
-    "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS", "REPLICAS",
+    "NEMESIS_PROCESS", "NETWORK_FAULTS", "OP_TYPES", "PROCESS_FAULTS", "PROTOCOLS",
+    "RECOVERY_FS", "REPLICAS",
     "REPORT_HTML", "REPORT_INPUTS_JSON", "RESERVE", "ROLES", "RUN_JSON", "RUN_STATUSES",
     "RUNNING", "STATE", "STORY_VALUES",
     "SUMMARY_JSON",
@@ -70,6 +71,20 @@ PROCESS_FAULTS = ("kill", "start", "stop", "pause", "resume", "power-cycle")
 # `delay` holds messages between nodes, `deliver` sends what is held (heal too).
 NETWORK_FAULTS = ("partition", "heal", "delay", "deliver")
 NEMESIS_FS = PROCESS_FAULTS + NETWORK_FAULTS
+# What each fault does to the nodes it hits, in one place: the window it opens
+# ("down": no process; "paused": frozen; "partitioned": cut off) and the op that
+# ends it. A power cycle leaves its node down until `start`, like a kill (its
+# disk has lost what was not flushed). The nemesis, the schedule, the charts, the
+# trace table and the export read their rules from here.
+FAULT_WINDOWS: dict[str, tuple[str, str]] = {
+    "kill": ("down", "start"),
+    "stop": ("down", "start"),
+    "power-cycle": ("down", "start"),
+    "pause": ("paused", "resume"),
+    "partition": ("partitioned", "heal"),
+}
+# The ops that end a window (a scenario's `recover`): start, resume, heal.
+RECOVERY_FS = tuple(dict.fromkeys(end for _, end in FAULT_WINDOWS.values()))
 FINAL_PROCESS = "final"
 NEMESIS_PROCESS = "nemesis"
 

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contract import NEMESIS_PROCESS, PROCESS_FAULTS
+from contract import FAULT_WINDOWS, NEMESIS_PROCESS, PROCESS_FAULTS
 from nemesis.cluster import Cluster
 from workloads.history import INFO, History
 
-# Faults after which a node is down/frozen, and the faults that end that window.
-_OPENS = {"kill": "down", "stop": "down", "power-cycle": "down", "pause": "paused"}
-_CLOSES = {"start": "down", "resume": "paused"}
+# Process faults after which a node is down/frozen, and the ops that end that window.
+_OPENS = {f: kind for f, (kind, _) in FAULT_WINDOWS.items() if f in PROCESS_FAULTS}
+_CLOSES = {end: kind for f, (kind, end) in FAULT_WINDOWS.items() if f in PROCESS_FAULTS}
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Nemesis:
         kind = _CLOSES.get(f)
         if kind is not None:
             self._close(lambda w: w.node == node and w.kind == kind)
-        elif f in ("kill", "stop", "power-cycle"):
+        elif _OPENS.get(f) == "down":
             # The process is gone: a pause window ends with it.
             self._close(lambda w: w.node == node and w.kind == "paused")
         if f in _OPENS:

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from contract import CONTROLLER
+from contract import CONTROLLER, FAULT_WINDOWS
 from nemesis import grudges
 from workloads.generator import (
     Gen,
@@ -76,8 +76,8 @@ _ALLOWED: dict[str, tuple[str, ...]] = {
     "bridge": (),
     FLIP: (),  # its two brokers are drawn each time
 }
-# The fault op that ends each process package's window (nemesis.faults).
-RECOVERY = {"kill": "start", "stop": "start", "power-cycle": "start", "pause": "resume"}
+# The fault op that ends each process package's window (contract.FAULT_WINDOWS).
+RECOVERY = {f: FAULT_WINDOWS[f][1] for f in PROCESS_PACKAGES}
 
 
 class FaultSpecError(ValueError):

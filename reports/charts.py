@@ -22,6 +22,7 @@ from typing import Any
 
 from checker import clientops, progress
 from checker.clientops import LANE_BINS, LATENCY_BINS, MAX_POINTS, MAX_TIMELINE_OPS, WORST
+from contract import FAULT_WINDOWS
 from reports.rundata import Progress, RunData, pkey, trace_progress
 from reports.story.facts import RunFacts, nodes_of, rule_of
 from reports.units import fmt_seconds, fmt_time, is_number
@@ -33,9 +34,7 @@ FAULT_COLOURS = {"down": "#b3261e", "paused": "#b26a00", "partitioned": "#6a3fb5
 NODE_COLOURS = ["#3451b2", "#c2410c", "#0f766e", "#7e22ce", "#a16207", "#be123c", "#475569"]
 # Which nemesis op opens a fault window and which closes it (runs without
 # run.json fault_windows).
-WINDOWS = {"kill": ("start", "down"), "stop": ("start", "down"),
-           "power-cycle": ("start", "down"), "pause": ("resume", "paused"),
-           "partition": ("heal", "partitioned")}
+WINDOWS = {f: (end, kind) for f, (kind, end) in FAULT_WINDOWS.items()}
 
 W = 1100  # viewBox width
 LEFT, RIGHT = 92, 56

@@ -18,6 +18,10 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
 
+# Tier marks enforced (tests/tiers.py): an unmarked test that starts a broker,
+# a container or a JVM fails.
+pytest_plugins = ["tiers"]
+
 # `isrlab` subprocesses check through one warm checker server of the suite's own, in
 # a private state directory, as a user's commands do (each would otherwise start a
 # JVM of its own: ~25 s apiece); it is stopped when the session ends. Checks in the
@@ -40,6 +44,14 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 # The local backend's node addresses: the controller on 127.0.0.1, broker i on
 # 127.0.0.(i+2), all on one port (harness.backends.local).
 _NODE_HOSTS = [f"127.0.0.{i}" for i in range(1, 10)]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for an `isrlab` (or other Python) child of a test: this
+    checkout first on its path, the rest of PYTHONPATH kept (tests/tiers.py's
+    spawn watch among it)."""
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 def free_port() -> int:

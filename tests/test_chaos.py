@@ -9,12 +9,11 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, free_port
-from test_cli import _env, isrlab, one_line_error, processes_mentioning
+from conftest import ROOT, child_env, free_port
+from test_cli import isrlab, one_line_error, processes_mentioning
 
 from contract.rundir import read_history
 from harness.scenario.loader import load_scenario
@@ -68,11 +67,9 @@ def test_reproduce_runs_must_be_positive(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_two_runs_checked_in_one_batch_and_exported(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    t0 = time.monotonic()
     r = isrlab("chaos", "--protocol", "0.10", "--time-limit", "6s", "--runs", "2",
                "--seed", "11", "--faults", "kill,power-cycle", "--runs-dir", str(runs),
                "--port", str(free_port()), "--rate", "100", "--json")
-    elapsed = time.monotonic() - t0
     assert r.returncode in (0, 1), (r.returncode, r.stderr[-3000:])
     out = json.loads(r.stdout)
     assert out["seed"] == 11 and len(out["runs"]) == 2
@@ -106,7 +103,6 @@ def test_two_runs_checked_in_one_batch_and_exported(tmp_path: Path) -> None:
         assert nemesis and {o["f"] for o in nemesis} <= {"kill", "power-cycle", "start"}
         summary = json.loads((d / "check" / "summary.json").read_text())
         assert summary["verdict"] in ("valid", "invalid")
-    assert elapsed < 240, elapsed
 
     # Export the first run; the loader accepts it, faults at the times they happened.
     first = Path(out["runs"][0]["run_dir"])
@@ -135,7 +131,7 @@ def test_interrupt_stops_the_cluster_and_keeps_a_checkable_prefix(tmp_path: Path
         [sys.executable, "-m", "harness.cli", "chaos", "--protocol", "latest",
          "--time-limit", "60s", "--runs", "3", "--seed", "5", "--runs-dir", str(runs),
          "--port", str(free_port())],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     assert proc.stdout is not None
     for line in proc.stdout:
         if "status: run 1/3" in line:  # the workload is going

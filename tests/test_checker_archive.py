@@ -70,6 +70,7 @@ def _builders(server_pid: int) -> list[int]:
     return [pid for pid, cmd in _cmdlines(server_pid).items() if b"-m\0checker.archive" in cmd]
 
 
+@pytest.mark.spark
 def test_server_jvm_does_not_record_and_the_archive_is_built_as_it_exits(
         private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ISRLAB_CHECKER_WARMUP", "1")
@@ -124,6 +125,7 @@ def _setup() -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.spark
 def test_setup_builds_the_archive_in_the_foreground_once(private_cache: Path) -> None:
     archive = cds_archive()
     out = _setup()

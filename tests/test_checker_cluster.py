@@ -103,7 +103,6 @@ def test_the_master_probe_tells_the_master_from_other_ports(
     with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=5) as r:
         worker = json.load(r)["workers"][0]
     worker_url = f"spark://{worker['host']}:{worker['port']}"
-    t0 = time.monotonic()
     assert check_master(url) == url
     with pytest.raises(SparkMasterError) as e:
         check_master(worker_url)
@@ -114,7 +113,6 @@ def test_the_master_probe_tells_the_master_from_other_ports(
         check_master(web)
     assert str(e.value).startswith(f"{web} is not a Spark standalone master: it answered "
                                    "'HTTP/1.1 400"), e.value
-    assert time.monotonic() - t0 < 10  # each answers at once: no probe waits out its timeout
 
 
 # Where a run is and when and on what it was checked: all the two checks may differ in.

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,15 @@ from pathlib import Path
 import docker.client
 import docker.errors
 import pytest
-from conftest import ROOT, TESTS, dead_owner, docker_leftovers, docker_or_skip, free_base_port
+from conftest import (
+    ROOT,
+    TESTS,
+    child_env,
+    dead_owner,
+    docker_leftovers,
+    docker_or_skip,
+    free_base_port,
+)
 
 from harness.backends.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
@@ -59,13 +66,9 @@ _CHILD = textwrap.dedent("""\
 """)
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
 def isrlab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, env=_env(), cwd=ROOT, timeout=timeout)
+                          text=True, env=child_env(), cwd=ROOT, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +84,8 @@ def _sigkilled_run(tmp_path: Path) -> str:
     keep running, nothing tore them down."""
     run_dir = tmp_path / f"{TAG}-orphan"
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(run_dir), str(free_base_port(3))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+                            cwd=ROOT)
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 120)
@@ -196,13 +200,11 @@ def test_address_held_by_a_leftover_container_suggests_clean(client, tmp_path: P
             boxes.append(box)
         scenario = str(TESTS / "data" / "single-broker.yaml")
         for backend in ("docker", "local"):
-            t0 = time.monotonic()
             r = isrlab("reproduce", scenario, "--protocol", "latest", "--backend", backend,
                        "--port", str(ports["crashed"]), "--runs-dir", str(tmp_path / backend),
                        timeout=60)
             assert r.returncode == 2, (r.stdout, r.stderr)
             assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
-            assert time.monotonic() - t0 < 30
             assert f"address in use: 127.0.0.1:{ports['crashed']}" in r.stderr
             assert f"container isrlab-{runs['crashed']}-controller of run {runs['crashed']}" \
                    in r.stderr and "is gone: `isrlab docker clean` removes it" in r.stderr

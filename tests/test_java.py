@@ -15,6 +15,7 @@ from checker.java import Runtime, ensure_java, find_runtime
 from checker.spark import CDS_DUMP_ENV, cds_archive, cds_flags
 
 
+@pytest.mark.spark
 def test_java_found_without_system_jdk(tmp_path) -> None:
     # A PATH with Python but no java, and no JAVA_HOME: what a fresh machine has.
     bin_dir = tmp_path / "bin"

@@ -221,11 +221,9 @@ def test_a_refused_setting_is_found_before_anything_starts(client: str, config: 
 
     if client == "kcat":
         kcat_or_skip()
-    t0 = time.monotonic()
     with pytest.raises(ClientConfigError) as e:
         require_client(client, config)
     assert str(e.value).startswith(said), str(e.value)
-    assert time.monotonic() - t0 < 5
     require_client(client, {})  # the defaults pass
 
 

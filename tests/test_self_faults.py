@@ -17,13 +17,12 @@ ISRLAB_REQUIRE_DOCKER=1.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS, docker_or_skip, free_port
+from conftest import ROOT, TESTS, child_env, docker_or_skip, free_port
 
 from harness.backends.local import leftover_processes
 
@@ -114,7 +113,7 @@ sys.exit(main(sys.argv[1:]))
 def _isrlab_patched(patch: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", _DRIVER.format(patch=patch), *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env=child_env())
 
 
 def _reproduce_patched(patch: str, runs: Path) -> tuple[subprocess.CompletedProcess, Path]:

@@ -77,6 +77,7 @@ def test_power_loss_keeps_flushed_records_and_checkpoints_only():
     assert store.power_loss() == {"t-0": 1}
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize(("protocol", "code"), [("0.10", 1), ("0.11", 0)])
 def test_reproduce_on_sim_exits_as_on_local(tmp_path, protocol, code):
     proc = subprocess.run(

@@ -9,7 +9,6 @@ Needs a Docker engine: skipped without one, a failure under ISRLAB_REQUIRE_DOCKE
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, TESTS, docker_or_skip
+from conftest import ROOT, TESTS, child_env, docker_or_skip
 
 from harness.backends.admin import try_status
 from harness.backends.base import CONTROLLER, ClusterSpec
@@ -40,7 +39,7 @@ SPEC = ClusterSpec(
 
 def isrlab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                          text=True, env=child_env(), cwd=ROOT,
                           timeout=timeout)
 
 
@@ -388,7 +387,7 @@ def _start_stall(hosts: Path, runs: Path) -> subprocess.Popen:
         [sys.executable, "-m", "harness.cli", "reproduce", str(STALL), "--protocol", "latest",
          "--backend", "ssh", "--hosts", str(hosts), "--runs-dir", str(runs), "--no-server"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+        env=child_env(), cwd=ROOT)
 
 
 def _until_partitioned(proc: subprocess.Popen) -> None:

@@ -144,3 +144,22 @@ def test_the_table_words_a_delay_nemesis_op():
     rows = tracetable.rows([], [], [op, grudge], "t", 0, ["A", "B", "C"])
     assert [r["what"] for r in rows] == [
         "delay from B, C; to A; for 1.3; requests replica-fetch", "partition A from B, C"]
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop", "power-cycle"])
+def test_a_node_is_down_in_the_table_from_its_fault_until_it_starts(fault: str) -> None:
+    """A power cycle leaves its node down until `start`, as a kill does (the table
+    once showed a power-cycled node up at once)."""
+    from checker import tracetable
+    fetch = {"time": 1, "round": 1, "topic": "t", "partition": 0, "follower": "B",
+             "request": "replica-fetch", "offset": 0, "answer": "",
+             "leader": None, "replicas": {"A": {"role": "leader", "leo": 1, "hw": 1},
+                                          "B": {"role": "follower", "leo": 1, "hw": 0}}}
+    hit = {"index": 0, "time": 2, "process": "nemesis", "type": "info", "f": fault,
+           "value": ["B"]}
+    send = {"index": 1, "time": 3, "process": 0, "type": "ok", "f": "send", "value": 7,
+            "topic": "t", "partition": 0, "node": "A", "offset": 1}
+    start = {"index": 2, "time": 4, "process": "nemesis", "type": "info", "f": "start",
+             "value": ["B"]}
+    rows = tracetable.rows([fetch], [], [hit, send, start], "t", 0, ["A", "B"])
+    assert [r["replicas"]["B"] for r in rows] == ["1/0", "down", "down", "down"]

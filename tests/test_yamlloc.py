@@ -5,17 +5,15 @@ in well under a second and a few MB, never a traceback or the machine's memory."
 
 from __future__ import annotations
 
-import os
 import resource
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, child_env
 
 from harness.backends.hostsfile import load_hosts
 from harness.chaos.nightly import load_config
@@ -50,9 +48,7 @@ def test_an_alias_bomb_is_refused_at_the_alias_that_crosses_the_bound(
         tmp_path: Path, loader: Callable[[Path], Any]) -> None:
     bomb = alias_bomb()
     assert len(bomb) < 1024
-    t0 = time.monotonic()
     err = refused(tmp_path, bomb, loader)
-    assert time.monotonic() - t0 < 5  # generous; measured ~5 ms
     # a: 10 values, b: 1 + 9*10 = 91, c: 820, d: 7381; with the rest of the
     # document it is *d's nine uses, on line 5, that pass 20,000.
     assert err.line == 5
@@ -123,19 +119,17 @@ _PEAK_RSS = ("import atexit, os, runpy, sys\n"
 
 
 def _run_bounded(args: list[str], limit: int,
-                 tmp_path: Path) -> tuple[subprocess.CompletedProcess, float, int]:
-    """`isrlab ARGS` under an address-space limit: (the result, seconds, its own
-    peak RSS in MB)."""
+                 tmp_path: Path) -> tuple[subprocess.CompletedProcess, int]:
+    """`isrlab ARGS` under an address-space limit: (the result, its own peak RSS
+    in MB)."""
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     hwm = tmp_path / "peak-rss-kb"
-    t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", _PEAK_RSS, *args], cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "ISRLAB_TEST_HWM": str(hwm)},
+                       env=child_env(ISRLAB_TEST_HWM=str(hwm)),
                        preexec_fn=cap, capture_output=True, text=True, timeout=120)
-    seconds = time.monotonic() - t0
-    return r, seconds, int(hwm.read_text()) // 1024
+    return r, int(hwm.read_text()) // 1024
 
 
 @pytest.mark.parametrize("command", ["reproduce", "nightly", "hosts"])
@@ -153,11 +147,11 @@ def test_the_cli_refuses_an_alias_bomb_fast_in_bounded_memory(tmp_path: Path,
         "hosts": ["reproduce", "kip101-hw-truncation-loss", "--protocol", "0.10",
                   "--backend", "ssh", "--hosts", str(bomb), "--runs-dir", str(runs)],
     }[command]
-    r, seconds, rss_mb = _run_bounded(args, 1 << 30, tmp_path)
+    r, rss_mb = _run_bounded(args, 1 << 30, tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.splitlines() == [
         f"isrlab: {bomb}:5: alias *d (7381 values) takes the file past {MAX_VALUES} values, "
         "aliases expanded"], r.stderr
-    # Generous bounds; measured: 0.45 s and 45 MB, as much as `isrlab --help`.
-    assert seconds < 30 and rss_mb < 300, (seconds, rss_mb)
+    # A generous bound; measured: 45 MB, as much as `isrlab --help`.
+    assert rss_mb < 300, rss_mb
     assert not runs.exists()

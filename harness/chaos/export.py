@@ -47,6 +47,7 @@ from contract import (
     NETWORK_FAULTS,
     PROCESS_FAULTS,
     PROTOCOLS,
+    RECOVERY_FS,
     RUN_JSON,
     SUMMARY_JSON,
     UNFINISHED,
@@ -179,8 +180,6 @@ def _happened_steps(ops: list[dict[str, Any]], brokers: list[str], run_dir: Path
     return steps
 
 
-# Nemesis ops a `recover` step makes (the others are a schedule's faults).
-_RECOVERY_FS = ("heal", "resume", "start")
 
 
 def _planned_steps(schedule: list[dict[str, Any]], ops: list[dict[str, Any]],
@@ -188,7 +187,7 @@ def _planned_steps(schedule: list[dict[str, Any]], ops: list[dict[str, Any]],
     """A sim chaos run's schedule as steps (harness.chaos.runs.schedule_steps' shape): its
     times, its `recover`s, each fault on the nodes the history's k-th fault hit."""
     hit = [op for op in ops if op.get("process") == NEMESIS_PROCESS
-           and op.get("type") == "invoke" and op.get("f") not in _RECOVERY_FS]
+           and op.get("type") == "invoke" and op.get("f") not in RECOVERY_FS]
     steps: list[Any] = []
     last, k = 0.0, 0
     for planned in schedule:

@@ -86,12 +86,13 @@ def reproduce_one(args: argparse.Namespace, scenario: Scenario) -> int:
     options = flags.backend_options(args)
     # (A runs directory no run can be made in was exit 2 before the command started:
     # flags.require_output_dirs.)
-    # The checker's JVM starts while the cluster runs (a warm server: nothing to do).
-    client.prestart(use_server=flags.use_server(args))
+    # The checker's JVM starts while the cluster runs (a warm server: nothing to
+    # do); not for a run refused before it starts.
     record = run_scenario(
         scenario,
         RunOptions(protocol=args.protocol, backend=args.backend, seed=args.seed,
-                   runs_dir=args.runs_dir, backend_options=options),
+                   runs_dir=args.runs_dir, backend_options=options,
+                   on_start=lambda: client.prestart(use_server=flags.use_server(args))),
         progress,
     )
     expected = scenario.expect_for(args.protocol)

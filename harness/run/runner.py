@@ -72,6 +72,10 @@ class RunOptions:
     status_every: float | None = None
     status_prefix: str = ""
     time_limit: float | None = None  # for "time left" in the status line
+    # Called once the run can start (its addresses reserved), before the nodes
+    # start: `reproduce` starts the checker's JVM here, to warm while the cluster
+    # works -- never for a run refused before it started.
+    on_start: Callable[[], None] | None = None
 
 
 @dataclass
@@ -152,6 +156,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         raise UsageError(f"{e}; nothing was started") from None
     progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
                   f"on {opts.backend} (seed {seed})")
+    if opts.on_start is not None:
+        opts.on_start()
     nemesis = Nemesis(backend, history, before_fault=collector.drain,
                       on_window=lambda w: _window(progress, w))
     error: HarnessError | RunWriteError | None = None
