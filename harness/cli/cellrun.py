@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.protocol import VERSIONS
-from checker.api import RunResult
-from checker.verdict import ERROR, INCOMPLETE, VALID
+from checker.verdict import ERROR, INCOMPLETE, VALID, RunResult
 from contract import ASSERTIONS_JSON, CHECK
 from contract.rundir import read_json
 from harness.backends.ports import MAX_PORT

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from checker import client
-from checker.api import RunResult, write_junit
 from checker.errors import CheckerError
 from checker.heartbeat import heartbeat
+from checker.junit import write_junit
 from checker.output import write_check
 from checker.spark import check_master, task_slices
 from checker.verdict import (
@@ -28,6 +28,7 @@ from checker.verdict import (
     EXIT_CODES,
     INCOMPLETE,
     VALID,
+    RunResult,
     outcome_of,
     tally,
     tally_line,

@@ -18,9 +18,8 @@ import sys
 from typing import Any
 
 from checker import client
-from checker.api import RunResult
 from checker.errors import CheckerError
-from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID
+from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, RunResult
 from harness.cli import cellrun, checks, flags
 from harness.errors import Interrupted, UsageError, one_line
 from harness.run.runner import RunOptions, RunRecord, run_scenario
