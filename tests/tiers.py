@@ -15,6 +15,7 @@ start nothing."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tempfile
@@ -29,6 +30,14 @@ _LOG_ENV = "ISRLAB_TEST_SPAWN_LOG"
 
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(SPAWNWATCH), *filter(None, [os.environ.get("PYTHONPATH")])])
+# The children's own line format, loaded by path: this process may have a
+# sitecustomize of its own (Debian's Python has one).
+_spec = importlib.util.spec_from_file_location("isrlab_spawnwatch",
+                                               SPAWNWATCH / "sitecustomize.py")
+assert _spec is not None and _spec.loader is not None
+_watch = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_watch)
+spawn_line = _watch.spawn_line
 
 
 def needs(line: str) -> str | None:
@@ -78,16 +87,10 @@ def spawned() -> list[str]:
 
 def _hook(event: str, args: tuple) -> None:
     log = os.environ.get(_LOG_ENV)
-    if not log:
-        return
-    if event == "subprocess.Popen":
-        line = "exec " + " ".join(map(str, args[1] or [args[0]]))
-    elif event == "socket.connect" and isinstance(args[1], str):
-        line = "connect " + args[1]
-    else:
-        return
-    with open(log, "a") as f:
-        f.write(line.replace("\n", " ") + "\n")
+    line = spawn_line(event, args) if log else None
+    if line is not None:
+        with open(log, "a") as f:
+            f.write(line + "\n")
 
 
 sys.addaudithook(_hook)

@@ -471,8 +471,7 @@ class DockerBackend(Backend):
         stopped hearing and elect a leader the finished partition would not have
         (kip320-stale-metadata-divergence's x acknowledged by B)."""
         nodes = list(self._nodes)
-        states = dict(zip(nodes, parallel(nodes, lambda n: self._state(n, fresh=True)),
-                          strict=True))
+        states = {n: self._state(n, fresh=True) for n in nodes}  # (one lock: serial anyway)
         parallel([n for n in nodes if states[n] == "running"], self._apply_rules)
         for node in nodes:
             if states[node] == "paused":

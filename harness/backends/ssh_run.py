@@ -33,7 +33,6 @@ done
 """
 
 
-
 def chain_name(run_id: str) -> str:
     """The run's iptables chain (28 characters at most)."""
     return CHAIN_PREFIX + hashlib.sha256(run_id.encode()).hexdigest()[:8].upper()

@@ -180,8 +180,6 @@ def _happened_steps(ops: list[dict[str, Any]], brokers: list[str], run_dir: Path
     return steps
 
 
-
-
 def _planned_steps(schedule: list[dict[str, Any]], ops: list[dict[str, Any]],
                    brokers: list[str], run_dir: Path) -> list[Any]:
     """A sim chaos run's schedule as steps (harness.chaos.runs.schedule_steps' shape): its

@@ -9,29 +9,34 @@ import sys
 _LOG = os.environ.get("ISRLAB_TEST_SPAWN_LOG")
 
 
-# A child on the Docker backend (or `isrlab docker ...`) counts its engine calls.
-_on_docker = any("docker" in a for a in sys.argv)
+def spawn_line(event: str, args: tuple, on_docker: bool = True) -> str | None:
+    """The spawn-log line of an audit event (None: not one to log); tests/tiers.py
+    logs the test process's own with it. A child not on the Docker backend (nor
+    `isrlab docker ...`) does not count its engine calls: a local run that names a
+    port's holder asks the engine and starts nothing."""
+    if event == "subprocess.Popen":
+        return ("exec " + " ".join(map(str, args[1] or [args[0]]))).replace("\n", " ")
+    if event == "socket.connect" and isinstance(args[1], str):
+        if args[1].endswith("docker.sock") and not on_docker:
+            return None
+        return "connect " + args[1].replace("\n", " ")
+    return None
 
 
 def _watch(log: str) -> None:
-    # Hook and line format shared with tests/tiers.py, which is not importable here.
+    on_docker = any("docker" in a for a in sys.argv)
+
     def hook(event: str, args: tuple) -> None:
         try:
-            if event == "subprocess.Popen":
-                line = "exec " + " ".join(map(str, args[1] or [args[0]]))
-            elif event == "socket.connect" and isinstance(args[1], str):
-                if args[1].endswith("docker.sock") and not _on_docker:
-                    return  # a local run naming a port's holder asks Docker, starts nothing
-                line = "connect " + args[1]
-            else:
-                return
-            with open(log, "a") as f:
-                f.write(line.replace("\n", " ") + "\n")
+            line = spawn_line(event, args, on_docker)
+            if line is not None:
+                with open(log, "a") as f:
+                    f.write(line + "\n")
         except Exception:  # noqa: BLE001 - never break the process being watched
             pass
 
     sys.addaudithook(hook)
 
 
-if _LOG:
+if _LOG and __name__ == "sitecustomize":  # not when tests/tiers.py loads it by path
     _watch(_LOG)
