@@ -758,4 +758,7 @@ class Partition:
             "epoch_cache": [list(e) for e in self.epoch_cache.entries],
             "state": self.follower_state if self.role == "follower" else self.role,
             "pending_isr": list(self.pending_isr) if self.pending_isr is not None else None,
+            # A leader's view of each follower's LEO: set only by a fetch that found no
+            # diverging epoch, so it says the follower's log matches up to there.
+            "remote_leo": {r: m.leo for r, m in self.remotes.items()},
         }

@@ -516,3 +516,26 @@ def test_leader_keeps_leading_through_a_new_epoch_of_its_own(protocol):
     assert [e for e, _ in a.epoch_cache.entries] == ([] if protocol == "0.10" else [0, 1])
     stale = a.fetch_for_replica("B", 3, None, 0, 10, 8)[0]["error"]
     assert stale == (None if protocol in ("0.10", "0.11", "2.0") else "FENCED_LEADER_EPOCH")
+
+
+@pytest.mark.parametrize("protocol", ["2.8", "latest"])
+def test_leader_counts_a_followers_leo_only_past_divergence(protocol):
+    """The final read's convergence (harness/run/execute.py) reads the leader's view:
+    a follower back from a power loss holds m1 where the new leader wrote m2 (same
+    LEO, 2). With truncation on fetch (KAFKA-10554, 2.8.0) its first fetch is answered
+    with the diverging epoch and the leader does not take its LEO from it (Kafka's
+    Partition.fetchRecords updates the follower's state only without divergence);
+    only after truncating and fetching m2 is its LEO the leader's, and then its log is."""
+    b = replica("B", protocol, [(0, "m0"), (3, "m2")], hw=2)
+    a = replica("A", protocol, [(0, "m0"), (0, "m1")], hw=2)
+    lead(b, 3, ["B"])
+    follow(a, "B", 3, ["B"])
+    assert a.status()["leo"] == b.status()["leo"] == 2
+    assert b.status()["remote_leo"] == {"A": None}
+    r = fetcher_round(a, b)
+    assert any(isinstance(e, TruncateLog) for e in r["follower_effects"])
+    assert b.status()["remote_leo"] == {"A": None}
+    sync(a, b)
+    assert values(a) == ["m0", "m2"]
+    assert b.status()["remote_leo"] == {"A": 2}
+    assert a.status()["remote_leo"] == {}
