@@ -31,7 +31,7 @@ from contract import FINAL_PROCESS, HISTORY, NEMESIS_PROCESS, witness_part
 FIRST_RECORDS = 12  # a final read's records the timeline lists (reports.render._details)
 # The offsets of a run's story at most; beyond, the report reads the history itself.
 MAX_OFFSETS = 20_000
-_PREFIX = b'{"index":'  # every history line starts so (workloads.history)
+_PREFIX = b'{"index":'  # every history line starts so (contract.history)
 
 
 def wanted(anomalies: list[dict[str, Any]]
@@ -161,7 +161,7 @@ def read_ops(run_dir: Path, indexes: set[int],
     """The history lines of ``indexes``, in file order, each as ``parse`` reads it.
 
     A history is written one op a line, its indexes counting up from 0
-    (workloads.history), so each wanted line is found by a binary search of the
+    (contract.history), so each wanted line is found by a binary search of the
     file's bytes for the first line whose index is not below it, from the line
     found before it -- some thirty short reads a line, where a line-by-line or
     byte search reads the whole file (a 10M-operation history is 1.6 GB). A

@@ -3,11 +3,13 @@
 Layering (tests/test_layering.py keeps it so):
 
 - broker      the reference broker; imports nothing else of isrlab.
-- contract    the shared vocabulary, and contract.rundir, the one reader and
-              writer of run directories; imports only broker.
-- workloads   producer, consumer, history recorder; imports broker (the wire
-              protocol) and contract. The history takes any clock with `now()`.
-- nemesis     faults; imports workloads (the history) and contract. It drives
+- generator   Jepsen's generator combinators, sans-IO; imports nothing of isrlab.
+- contract    the shared vocabulary, contract.rundir, the one reader and writer
+              of run directories, and contract.history, the op recorder (any
+              clock with `now()`); imports only broker.
+- workloads   producer, consumer, real clients; imports broker (the wire
+              protocol), generator and contract.
+- nemesis     faults; imports generator and contract, never workloads. It drives
               any `nemesis.Cluster`; harness backends satisfy it without nemesis
               importing them.
 - checker     judges run directories; never imports harness or reports.

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from contract import FAULT_WINDOWS, NEMESIS_PROCESS, PROCESS_FAULTS
+from contract.history import INFO, History
 from nemesis.cluster import Cluster
-from workloads.history import INFO, History
 
 # Process faults after which a node is down/frozen, and the ops that end that window.
 _OPENS = {f: kind for f, (kind, _) in FAULT_WINDOWS.items() if f in PROCESS_FAULTS}

@@ -8,7 +8,7 @@ seconds for the cluster to settle (ISR re-expansion, elections), then a random
 wait around `interval` before the next. Packages start until `time_limit`; then
 comes the final heal and recovery, then the final read.
 
-The schedule is unrolled ahead of the run from the seed (workloads.generator),
+The schedule is unrolled ahead of the run from the seed (generator),
 so run.json holds all of it before anything starts. Targets that can be drawn
 ahead (one, minority, all) are drawn then, with the same seed; `leader` names a
 partition and is resolved when the fault runs (the history's nemesis op names
@@ -43,8 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contract import CONTROLLER, FAULT_WINDOWS
-from nemesis import grudges
-from workloads.generator import (
+from generator import (
     Gen,
     Timed,
     cycle,
@@ -55,6 +54,7 @@ from workloads.generator import (
     sleep_around,
     time_limit,
 )
+from nemesis import grudges
 
 PROCESS_PACKAGES = ("kill", "stop", "pause", "power-cycle")
 PARTITION_PACKAGES = ("isolate", "halves", "bridge", "cut-controller")

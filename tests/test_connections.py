@@ -17,12 +17,12 @@ from conftest import descendants, free_port
 
 from broker.process import Listener
 from broker.wire import WireError, decode, encode
+from contract.history import History
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
 from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer
-from workloads.history import History
 from workloads.producer import Producer
 from workloads.runtime import NotSent, Runtime
 

@@ -26,6 +26,7 @@ from conftest import ROOT, TESTS, child_env, dead_owner, descendants, skip_unles
 
 from broker.log import Record
 from broker.storage import PartitionStore, read_offline
+from contract.history import History
 from contract.rundir import RunWriteError, RunWrites, read_history
 from harness.backends.local import leftover_processes
 from harness.progress import Progress
@@ -33,7 +34,6 @@ from harness.run.halt import HaltingRuntime
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import load_scenario
 from harness.sim.trace import read_trace
-from workloads.history import History
 from workloads.runtime import REAL
 
 FILL = TESTS / "data" / "fill.yaml"  # 4 producers at 2000/s and 3 consumers for 60 s

@@ -5,17 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.chaos.runs import ChaosConfig, chaos_run, schedule_steps
-from nemesis.schedule import (
-    DEFAULT_TARGETS,
-    FaultSpec,
-    FaultSpecError,
-    ScheduleSpec,
-    parse_faults,
-    schedule,
-)
-from workloads.continuous import sends
-from workloads.generator import (
+from generator import (
     cycle,
     limit,
     mix,
@@ -27,6 +17,16 @@ from workloads.generator import (
     take,
     time_limit,
 )
+from harness.chaos.runs import ChaosConfig, chaos_run, schedule_steps
+from nemesis.schedule import (
+    DEFAULT_TARGETS,
+    FaultSpec,
+    FaultSpecError,
+    ScheduleSpec,
+    parse_faults,
+    schedule,
+)
+from workloads.continuous import sends
 
 BROKERS = ["A", "B", "C"]
 PARTS = [("t", 0), ("t", 1), ("t", 2)]

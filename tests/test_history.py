@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from contract.history import History
 from contract.rundir import read_history
 from harness.run.clock import RunClock
-from workloads.history import History
 
 
 def test_append_and_complete(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from conftest import alive, descendants
 
 from broker.wire import Connection
+from contract.history import History
 from contract.rundir import read_history
 from harness.backends import make_backend
 from harness.backends.base import CONTROLLER, ClusterSpec
@@ -19,7 +20,6 @@ from harness.errors import RunIncomplete, UsageError
 from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer
-from workloads.history import History
 
 SPEC = ClusterSpec(protocol="0.11", brokers=["A", "B"],
                    topics=[{"name": "t", "partitions": 1, "replicas": [["A", "B"]]}])

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.history import History
 from contract.rundir import read_history
 from harness.backends import make_backend
 from harness.backends.base import ClusterSpec
@@ -13,7 +14,6 @@ from harness.errors import RunIncomplete
 from harness.run.clock import RunClock
 from harness.run.observe import WaitTimeout, wait_for
 from nemesis import Cluster, Nemesis
-from workloads.history import History
 
 
 class FakeCluster:

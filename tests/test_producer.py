@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
+from contract.history import History
 from contract.rundir import read_history
 from harness.run.clock import RunClock
 from workloads.client import ClusterClient
 from workloads.consumer import Consumer, final_read
-from workloads.history import History
 from workloads.producer import Producer
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from contract import FINAL_PROCESS
+from contract.history import FAIL, INFO, OK, History
 from workloads.consumer import FinalReadError
-from workloads.history import FAIL, INFO, OK, History
 from workloads.kafka_clients import (
     ClusterUnreachable,
     client_logger,

@@ -12,9 +12,9 @@ from typing import Any
 
 from broker.wire import WireError
 from contract import FINAL_PROCESS
+from contract.history import FAIL, OK, History
 from contract.rundir import RunWriteError
 from workloads.client import ClusterClient, Leaders
-from workloads.history import FAIL, OK, History
 from workloads.runtime import REAL, NotSent, Runtime, Task
 
 

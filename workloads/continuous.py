@@ -1,7 +1,7 @@
 """A continuous background workload: several producers and consumers over several
 partitions for the whole run (a scenario's `workload: producers: N`, every chaos run).
 
-The sends come from a seeded generator (workloads.generator): at a target rate
+The sends come from a seeded generator (generator): at a target rate
 over all producers, each to a partition drawn at random. Producer threads take
 the next op from the one shared stream and wait for its time on the real clock
 (Jepsen's interpreter): when all are busy -- a leaderless partition keeps a send
@@ -30,12 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from contract.history import OK, History
 from contract.rundir import RunWriteError
+from generator import Gen, Timed, cycle, once, phases, sleep_around
 from workloads.client import ClusterClient
 from workloads.client_ops import KafkaClients
 from workloads.consumer import Consumer, ConsumerThread
-from workloads.generator import Gen, Timed, cycle, once, phases, sleep_around
-from workloads.history import OK, History
 from workloads.producer import Producer, Values
 from workloads.runtime import Task
 

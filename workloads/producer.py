@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.wire import WireError
+from contract.history import FAIL, INFO, OK, History
 from workloads.client import ClusterClient, Leaders, NotSent
-from workloads.history import FAIL, INFO, OK, History
 
 # Errors a broker returns before appending: safe to retry with fresh metadata.
 RETRIABLE = {

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract import CONTROLLER, PROCESS_FAULTS
+from contract.history import History
+from generator import Gen, cycle, once, phases, sleep
 from harness.backends import admin
 from harness.backends.base import Backend
 from harness.backends.external import ExternalBackend
@@ -26,8 +28,6 @@ from workloads.client import ClusterClient
 from workloads.client_ops import ClientConsumer, ClientProducer, KafkaClients
 from workloads.consumer import Consumer, FinalReadError, final_read
 from workloads.continuous import ContinuousWorkload
-from workloads.generator import Gen, cycle, once, phases, sleep
-from workloads.history import History
 from workloads.producer import Producer, Values
 from workloads.runtime import REAL, Flag, Runtime, Task
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from contract import COMPLETE, CONTROLLER, INCOMPLETE, LOGS, RUN_JSON, RUNNING
+from contract.history import History
 from contract.rundir import RunDirWriter, RunWriteError, RunWrites, new_run_id, utc_now
 from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
@@ -49,7 +50,6 @@ from workloads.client import ClusterClient
 from workloads.client_ops import KafkaClients
 from workloads.consumer import Consumer
 from workloads.continuous import ContinuousWorkload
-from workloads.history import History
 from workloads.kafka_clients import ClientConfigError, require_client
 from workloads.producer import Producer, Values
 from workloads.runtime import Runtime
