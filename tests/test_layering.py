@@ -221,3 +221,27 @@ def test_no_function_local_import_of_a_harness_module() -> None:
              for mod in _imported_modules(path, local_only=True)}
     assert found - LOCAL_IMPORT_EXCEPTIONS.keys() == set()
     assert LOCAL_IMPORT_EXCEPTIONS.keys() - found == set(), "an exception that is fixed: drop it"
+
+
+def test_no_backend_switch_outside_the_backends() -> None:
+    """Backend differences live behind the backend's own methods and declared words
+    (`observation`, `deterministic`): no module outside harness/backends/ asks
+    `isinstance(x, SomeBackend)`."""
+    bad = []
+    for path in _modules("harness"):
+        if path.is_relative_to(ROOT / "harness" / "backends"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
+                    and len(node.args) == 2 and ast.unparse(node.args[1]).endswith("Backend"):
+                bad.append(f"{_rel(path)}:{node.lineno}")
+    assert bad == []
+
+
+def test_every_backend_is_watched_somehow() -> None:
+    """Each backend's `observation` word names a way the runner knows to watch it."""
+    from harness.backends import BACKENDS, HIDDEN, backend_class
+    from harness.run.runner import OBSERVATIONS
+
+    words = {backend_class(name).observation for name in [*BACKENDS, *HIDDEN]}
+    assert words == set(OBSERVATIONS)

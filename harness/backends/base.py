@@ -38,6 +38,11 @@ class Backend(Nodes, Artefacts):
     name: str = "abstract"
     # A backend whose runs a seed decides entirely (the simulator) takes `seed=`.
     deterministic: bool = False
+    # How a run watches this backend's cluster (harness.run.runner.OBSERVATIONS):
+    # `wire` isrlab's status and event protocol over the network, `in-process` the
+    # simulator's cluster read directly, `metadata` a cluster that is not isrlab's
+    # (only its Kafka metadata can be read).
+    observation: str = "wire"
 
     def __init__(self, spec: ClusterSpec, run_dir: Path) -> None:
         self.spec = spec

@@ -39,6 +39,7 @@ ANSWER_TIMEOUT = 2.0  # seconds one broker has to answer a readiness metadata re
 
 class ExternalBackend(Backend):
     name = "external"
+    observation = "metadata"
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, *, bootstrap: str, client: str,
                  addresses: dict[str, str] | None = None,

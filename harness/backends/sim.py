@@ -32,6 +32,7 @@ PREFIX = "sim:"
 class SimBackend(Backend):
     name = "sim"
     deterministic = True
+    observation = "in-process"
     exit_poll = 0.01  # as in stop(): a look on virtual time costs no real time
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, *, seed: int = 0,

@@ -17,7 +17,6 @@ from contract.history import History
 from generator import Gen, cycle, once, phases, sleep
 from harness.backends import admin
 from harness.backends.base import Backend
-from harness.backends.external import ExternalBackend
 from harness.errors import RunIncomplete
 from harness.progress import Progress
 from harness.run.observe import Observer, wait_for
@@ -353,7 +352,7 @@ class StepRunner:
         if step.args["heal"]:
             for op in ctx.nemesis.heal_all():
                 ctx.progress.line(f"  healed: {recovery_text(op)}")
-        if isinstance(ctx.backend, ExternalBackend):
+        if not ctx.observer.sees_replicas:
             self._final_read_client(step)
             return
         for topic in ctx.backend.spec.topics:

@@ -12,13 +12,13 @@ from typing import Any
 
 from contract import CONTROLLER
 from contract.rundir import RunDirWriter, RunWrites
-from harness.backends.base import Backend
 from harness.backends.external import ExternalBackend
 from harness.run.clock import RunClock
 from harness.run.events import EventsCollector
-from harness.run.observation import Observation
+from harness.run.observation import STARTUP_TIMEOUT, Observation
 from harness.run.observe import Observer
 from workloads.kafka_clients import ClusterUnreachable, topic_metadata
+from workloads.runtime import Runtime
 
 METADATA_TIMEOUT = 5.0  # seconds for the leader of a `leader` target
 
@@ -49,9 +49,17 @@ class ExternalObserver(Observer):
     def status(self, node: str) -> dict[str, Any] | None:
         return None
 
+    # What the final read reads through: the workload's client, up to the HW it
+    # reports (isrlab sees neither the replicas' convergence nor their leaders).
+    sees_replicas = False
+
+    def __init__(self, backend: ExternalBackend, collector: EventsCollector) -> None:
+        super().__init__(backend, collector)
+        self.external = backend
+
     def partition(self, node: str, topic: str, partition: int) -> dict[str, Any] | None:
-        b = self.backend
-        if node != CONTROLLER or not isinstance(b, ExternalBackend):
+        b = self.external
+        if node != CONTROLLER:
             return None
         try:
             md = topic_metadata(b.client, b.bootstrap, topic, b.config, METADATA_TIMEOUT)
@@ -62,11 +70,17 @@ class ExternalObserver(Observer):
 
 
 class ExternalObservation(Observation):
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: ExternalBackend) -> None:
         super().__init__(backend)
+        self.external = backend
 
     def observer(self, collector: EventsCollector) -> Observer:
-        return ExternalObserver(self.backend, collector)
+        return ExternalObserver(self.external, collector)
+
+    def wait_ready(self, obs: Observer, rt: Runtime) -> None:
+        """A leader for every partition in the client's metadata (isrlab's status
+        is not there)."""
+        self.external.wait_leaders(STARTUP_TIMEOUT, rt)
 
     def events_collector(self, clock: RunClock, path: Path,
                          writes: RunWrites) -> EventsCollector:

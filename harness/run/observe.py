@@ -49,6 +49,10 @@ def wait_for(
 class Observer:
     """Fresh status and collected events of one run's cluster."""
 
+    # The final read waits for the replicas to converge and reads the leader
+    # (harness.run.execute); False where isrlab cannot see them.
+    sees_replicas = True
+
     def __init__(self, backend: Backend, collector: EventsCollector) -> None:
         self.backend = backend
         self.collector = collector

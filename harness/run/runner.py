@@ -25,14 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import COMPLETE, CONTROLLER, INCOMPLETE, LOGS, RUN_JSON, RUNNING
+from contract import COMPLETE, INCOMPLETE, LOGS, RUN_JSON, RUNNING
 from contract.history import History
 from contract.rundir import RunDirWriter, RunWriteError, RunWrites, new_run_id, utc_now
 from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
-from harness.backends.external import ExternalBackend
 from harness.backends.owner import Owner
-from harness.backends.sim import SimBackend
 from harness.backends.spec import ClusterSpec
 from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError
 from harness.progress import Progress, StatusTicker
@@ -41,7 +39,6 @@ from harness.run.execute import StepContext, StepRunner
 from harness.run.external import ExternalObservation
 from harness.run.halt import HaltingRuntime
 from harness.run.observation import Observation
-from harness.run.observe import Observer, wait_for
 from harness.run.sim_observation import SimObservation
 from harness.scenario.loader import Scenario, workload_partitions
 from harness.scenario.steps import Step
@@ -52,9 +49,6 @@ from workloads.consumer import Consumer
 from workloads.continuous import ContinuousWorkload
 from workloads.kafka_clients import ClientConfigError, require_client
 from workloads.producer import Producer, Values
-from workloads.runtime import Runtime
-
-STARTUP_TIMEOUT = 30.0
 
 
 @dataclass
@@ -175,7 +169,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         collector.start()
         for node in spec.brokers:
             backend.start(node)
-        _wait_cluster_ready(backend, observer, rt)
+        watch.wait_ready(observer, rt)
         up = True
         progress.line(f"cluster up: {', '.join(f'{n}@{backend.address(n)}' for n in spec.brokers)}")
         client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
@@ -360,12 +354,15 @@ def _unknown_replicas(run: RunDirWriter, backend: Backend, progress: Progress) -
         progress.line(f"replicas not written: {e}")
 
 
+# How a run watches its cluster, by the backend's `observation` word: over the
+# wire, in-process for the simulator, only through Kafka metadata for a cluster
+# that is not isrlab's (harness.run.external).
+OBSERVATIONS: dict[str, Callable[[Any], Observation]] = {
+    "wire": Observation, "in-process": SimObservation, "metadata": ExternalObservation}
+
+
 def _observation(backend: Backend) -> Observation:
-    """How this run watches its cluster: in-process for the simulator, else over
-    the wire; an external cluster not at all (harness.run.external)."""
-    if isinstance(backend, ExternalBackend):
-        return ExternalObservation(backend)
-    return SimObservation(backend) if isinstance(backend, SimBackend) else Observation(backend)
+    return OBSERVATIONS[backend.observation](backend)
 
 
 def _window(progress: Progress, w: FaultWindow) -> None:
@@ -376,32 +373,3 @@ def _window(progress: Progress, w: FaultWindow) -> None:
                       f"{(w.end - w.start) / 1e9:.2f}s")
 
 
-def _wait_cluster_ready(backend: Backend, obs: Observer, rt: Runtime) -> None:
-    """Every broker live at the controller and every replica knows its leader (a
-    write of the run that fails ends the wait: `rt`). An external cluster: a leader
-    for every partition in the client's metadata (isrlab's status is not there)."""
-    if isinstance(backend, ExternalBackend):
-        backend.wait_leaders(STARTUP_TIMEOUT, rt)
-        return
-    last: dict[str, Any] = {}
-
-    def ready() -> bool:
-        ctrl = obs.status(CONTROLLER)
-        last["controller"] = ctrl
-        if ctrl is None or sorted(ctrl.get("live", [])) != sorted(backend.brokers):
-            return False
-        for t in backend.spec.topics:
-            for p, replicas in enumerate(t["replicas"]):
-                for node in replicas:
-                    st = obs.partition(node, t["name"], p)
-                    last[node] = st
-                    if st is None or st.get("role") not in ("leader", "follower") \
-                            or st.get("leader") is None:
-                        return False
-        return True
-
-    try:
-        wait_for(ready, STARTUP_TIMEOUT, what="the cluster to come up",
-                 last_seen=lambda: last, rt=rt)
-    except RunIncomplete as e:
-        raise RunIncomplete(f"cluster did not come up: {e}") from e
