@@ -29,8 +29,8 @@ from .broker_core import (
     ShutdownDone,
 )
 from .config import BrokerConfig
-from .kafka.apis import Changes, KafkaApis, kafka_listen_address
-from .kafka.listener import KafkaListener
+from .kafka.apis import Changes, KafkaApis
+from .kafka.listener import KafkaListener, kafka_listen_address
 from .partition import Event, HaltBroker
 from .process import CLOSE_CONNECTION, common_args, load_cluster_config, now_ms, run_main
 from .storage import BrokerStore

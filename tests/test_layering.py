@@ -245,3 +245,54 @@ def test_every_backend_is_watched_somehow() -> None:
 
     words = {backend_class(name).observation for name in [*BACKENDS, *HIDDEN]}
     assert words == set(OBSERVATIONS)
+
+
+def _module_name(path: Path) -> str:
+    return _rel(path)[:-3].replace("/", ".").removesuffix(".__init__")
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module of ours the module at `path` imports, relative imports resolved,
+    also inside functions and under TYPE_CHECKING (`from a import b` counts as a.b
+    where that is a module, else as a)."""
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            found.update(f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base
+                         for a in node.names)
+    return {m for m in found if m.split(".")[0] in PACKAGES and _is_module(m)} - {me}
+
+
+def test_no_import_cycles() -> None:
+    """No module of ours reaches itself through imports, hidden ones included (a
+    function-local import or one under TYPE_CHECKING only hides a cycle). A package's
+    __init__ importing its own submodules is not a cycle of concepts: left out."""
+    graph = {_module_name(p): _all_imports(p) for pkg in PACKAGES for p in _modules(pkg)}
+    for mod, deps in graph.items():
+        graph[mod] = {d for d in deps if not mod.startswith(d + ".")}
+    cycles, state = [], {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    assert cycles == []

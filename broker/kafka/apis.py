@@ -32,7 +32,7 @@ from ..wire import parse_addr
 from . import codec, records, versions
 from .error_codes import code
 from .groups import GroupApis
-from .listener import CLOSE
+from .listener import CLOSE, kafka_listen_address
 
 log = logging.getLogger("broker.kafka")
 
@@ -45,15 +45,6 @@ API_VERSIONS, API_INIT_PRODUCER_ID, API_OFFSET_FOR_LEADER_EPOCH = 18, 22, 23
 _INT_VALUE = re.compile(rb"-?[0-9]{1,19}\Z")
 FETCH_MAX_RECORDS = 500  # the core's page; a consumer asks again for more
 CLUSTER_ID = "isrlab-reference-cluster"
-KAFKA_PORT_OFFSET = 1  # a broker's Kafka port is its own port + 1 (PROTOCOL.md)
-
-
-def kafka_listen_address(addr: str) -> str:
-    """The Kafka listener of the broker whose own (JSON) listener is `addr`."""
-    host, port = parse_addr(addr)
-    return f"{host}:{port + KAFKA_PORT_OFFSET}"
-
-
 def topic_id(name: str) -> uuid.UUID:
     """KIP-516's topic id (2.8+). Kafka draws a random one when the topic is made;
     the model's topics are made by the run's config, so the id is derived from

@@ -16,13 +16,11 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..wire import AsyncConnection, WireError, parse_addr
 from .error_codes import code
-
-if TYPE_CHECKING:
-    from .apis import KafkaApis
+from .listener import kafka_listen_address
 
 log = logging.getLogger("broker.kafka")
 
@@ -34,6 +32,17 @@ MARGIN_S = 5.0  # on top of a JoinGroup's rebalance timeout
 NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
 
 Handler = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class GroupHost(Protocol):
+    """What the group APIs read of the broker that serves them (KafkaApis is one)."""
+
+    node: str
+    cluster_id: str
+    advertised: dict[str, str]  # broker -> its advertised Kafka address
+    node_ids: dict[str, int]
+    topics: dict[str, int]  # topic -> partition count
+    core: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 def _b64(data: bytes | None) -> str:
@@ -72,7 +81,7 @@ class ControllerPool:
 
 
 class GroupApis:
-    def __init__(self, apis: KafkaApis, controller: str) -> None:
+    def __init__(self, apis: GroupHost, controller: str) -> None:
         self.apis = apis
         self.pool = ControllerPool(controller)
 
@@ -91,7 +100,6 @@ class GroupApis:
     # -- FindCoordinator -----------------------------------------------------------------
 
     async def find_coordinator(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        from .apis import kafka_listen_address
         meta = await self.apis.core({"type": "metadata"}) or {}
         node = self.apis.node
         addr = self.apis.advertised.get(node) or (

@@ -18,6 +18,14 @@ from collections.abc import Awaitable, Callable
 
 from ..wire import parse_addr
 
+KAFKA_PORT_OFFSET = 1  # a broker's Kafka port is its own port + 1 (PROTOCOL.md)
+
+
+def kafka_listen_address(addr: str) -> str:
+    """The Kafka listener of the broker whose own (JSON) listener is `addr`."""
+    host, port = parse_addr(addr)
+    return f"{host}:{port + KAFKA_PORT_OFFSET}"
+
 log = logging.getLogger("broker.kafka")
 
 # socket.request.max.bytes's default (KafkaConfig, 0.10.2.0 to 4.x).

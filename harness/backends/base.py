@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.kafka.apis import kafka_listen_address
+from broker.kafka.listener import kafka_listen_address
 from contract import CONTROLLER
 from harness.backends import admin
 from harness.backends.artefacts import Artefacts

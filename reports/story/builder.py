@@ -20,43 +20,15 @@ from contract import witness_part
 from reports.rundata import RunData
 from reports.story.facts import Election, Item, RunFacts, int_or, rule_of, time_ns
 from reports.story.kept import gist, kept_causes
-from reports.story.lines import Cause, Line, Step, Story
+from reports.story.lines import Cause, Line, Step, Story, StoryLines
 from reports.story.resends import client_resend, recognised_causes
 from reports.story.words import FAULT_WORDS, RULES, line_text, rec_text, value_name
 from reports.units import fmt_time, offsets_phrase
 
 
-class _Builder:
-    def __init__(self, facts: RunFacts) -> None:
-        self.f = facts
-        self.lines: dict[str, Line] = {}
-
-    def line(self, key: str, kind: str, item: Item | None, time: int | None = None,
-             node: str | None = None, part: str | None = None) -> Line:
-        if key not in self.lines:
-            t = time if time is not None else (item.time if item else None)
-            self.lines[key] = Line(key, t, kind, item, node, part)
-            if item is not None:
-                item.in_story = True
-        return self.lines[key]
-
-    def ack_line(self, op: dict[str, Any], part: str) -> Line | None:
-        """The line of one acknowledged send (shared by the lost write it acknowledged
-        and the write that later took its offset)."""
-        it = self.f.op_item(op.get("index"))
-        if it is None:
-            return None
-        node = op.get("node")
-        ln = self.line(f"ack:{it.id}", "ack", it, node=None if node is None else str(node),
-                       part=part)
-        if isinstance(op.get("offset"), int):
-            ln.values[op["offset"]] = op.get("value")
-        t = time_ns(op.get("time"))
-        leader = self.f.leader_at(part, t)
-        ln.acks = op.get("acks")
-        ln.epoch = leader.epoch if leader is not None and leader.leader == ln.node else None
-        ln.isr = self.f.isr_at(part, t)
-        return ln
+class _Builder(StoryLines):
+    """The causes of each anomaly, as lines and steps (the builder's own causes;
+    kept and resends add theirs through the same lines)."""
 
     # -- shared causes -------------------------------------------------------------
 
@@ -137,9 +109,6 @@ class _Builder:
         if h is not None:
             ln = self.line(f"halt:{h.id}", "halt", h, node=tr.node, part=part)
             steps.append(Step(ln, f"{tr.node} halts ({h.get('reason') or 'halt'})"))
-
-    def election_line(self, el: Election) -> Line:
-        return self.line(f"el:{el.item.id}", "election", el.item, node=el.leader, part=el.part)
 
     def write_line(self, el: Election, offset: int, over: str) -> Line | None:
         """The new leader's acknowledged write at `offset` (what took its place)."""

@@ -12,15 +12,12 @@ acknowledged sends of history.jsonl; never from the scenario's name.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reports.story.facts import Item, int_or, rule_of, run_features, time_ns
-from reports.story.lines import Cause, Line, Step
+from reports.story.lines import Cause, Line, Step, StoryLines
 from reports.story.words import MAX_VALUES, rec_text, value_name
 from reports.units import offsets_phrase, runs_text
-
-if TYPE_CHECKING:
-    from reports.story.builder import _Builder
 
 # How a follower's truncation is decided, by its Kafka release and KIP.
 ASKS = {
@@ -32,7 +29,7 @@ ASKS = {
 _NO_EPOCH = -1  # 0.11–1.1 answers carry no epoch (KIP-101); from 2.0 they do (KIP-279)
 
 
-def kept_causes(b: _Builder) -> list[Cause]:
+def kept_causes(b: StoryLines) -> list[Cause]:
     """The "kept" causes: the at-risk acknowledged records their replicas all kept,
     one cause per run of offsets that were kept the same way (the same steps).
 
@@ -152,7 +149,7 @@ def _first_values(f: Any, part: str, risk: list[tuple[int, int]], t: int) -> dic
     return out
 
 
-def _ack(b: _Builder, op: dict[str, Any], part: str, offset: int) -> list[Step]:
+def _ack(b: StoryLines, op: dict[str, Any], part: str, offset: int) -> list[Step]:
     """The record's own acknowledgement (records kept the same way share the rest)."""
     ln = b.ack_line(op, part)
     return ([Step(ln, f"{ln.node or 'the leader'} acknowledges it", own_ack=True)]
@@ -225,7 +222,7 @@ def _kept_text(f: Any, bec: Item, hw: int, risk: list[tuple[int, int]], shown: d
                    else f" It keeps {vals}.")
 
 
-def _epoch_line(b: _Builder, x: Item, part: str) -> Line:
+def _epoch_line(b: StoryLines, x: Item, part: str) -> Line:
     """An OffsetsForLeaderEpoch answer and what the follower did with it."""
     f = b.f
     ln = b.line(f"epoch:{x.id}", "epoch", x, node=x.node, part=part)

@@ -1,6 +1,7 @@
 """The story as data: its lines (one protocol fact each, linked to a timeline row),
 the causes that tie lines to an anomaly, and the story they make up. The builder
-(reports.story.builder) fills them in; the words (reports.story.words) compose
+(reports.story.builder) fills them in through StoryLines, which the causes built
+beside it (reports.story.kept, reports.story.resends) share; the words (reports.story.words) compose
 each line's text.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.story.facts import Item, Window
+from reports.story.facts import Election, Item, RunFacts, Window, time_ns
 
 MAX_LINES = 40  # story lines shown at once; the rest fold
 
@@ -94,3 +95,42 @@ class Story:
     # a valid run's records at risk and why none was lost, in a sentence (kept.gist)
     gist: str | None = None
 
+
+
+class StoryLines:
+    """One story's lines by key, made once each: what the builder and the cause
+    modules beside it (kept, resends) add lines through."""
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.f = facts
+        self.lines: dict[str, Line] = {}
+
+    def line(self, key: str, kind: str, item: Item | None, time: int | None = None,
+             node: str | None = None, part: str | None = None) -> Line:
+        if key not in self.lines:
+            t = time if time is not None else (item.time if item else None)
+            self.lines[key] = Line(key, t, kind, item, node, part)
+            if item is not None:
+                item.in_story = True
+        return self.lines[key]
+
+    def ack_line(self, op: dict[str, Any], part: str) -> Line | None:
+        """The line of one acknowledged send (shared by the lost write it acknowledged
+        and the write that later took its offset)."""
+        it = self.f.op_item(op.get("index"))
+        if it is None:
+            return None
+        node = op.get("node")
+        ln = self.line(f"ack:{it.id}", "ack", it, node=None if node is None else str(node),
+                       part=part)
+        if isinstance(op.get("offset"), int):
+            ln.values[op["offset"]] = op.get("value")
+        t = time_ns(op.get("time"))
+        leader = self.f.leader_at(part, t)
+        ln.acks = op.get("acks")
+        ln.epoch = leader.epoch if leader is not None and leader.leader == ln.node else None
+        ln.isr = self.f.isr_at(part, t)
+        return ln
+
+    def election_line(self, el: Election) -> Line:
+        return self.line(f"el:{el.item.id}", "election", el.item, node=el.leader, part=el.part)

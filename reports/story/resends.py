@@ -11,20 +11,17 @@ those facts only -- the copies' epochs name the leaders that wrote them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reports.story.facts import Election, int_or, run_features, time_ns
-from reports.story.lines import Cause, Step
+from reports.story.lines import Cause, Step, StoryLines
 from reports.story.words import rec_text, value_name
 from reports.units import offsets_phrase
-
-if TYPE_CHECKING:
-    from reports.story.builder import _Builder
 
 MAX_RECOGNISED = 5  # recognised resends told one by one; the rest are counted
 
 
-def client_resend(b: _Builder, w: dict[str, Any], part: str,
+def client_resend(b: StoryLines, w: dict[str, Any], part: str,
                   oks: list[dict[str, Any]]) -> list[Step]:
     """A value at two or more offsets with no network duplicate: the producer sent
     it again. Each later copy is told as the leader of its epoch appending it a
@@ -71,7 +68,7 @@ def _resend_text(f: Any, v: Any, node: str | None, copy: tuple[int, Any],
                    "came in 0.11.0), so nothing tells the resend from a new record.")
 
 
-def recognised_causes(b: _Builder) -> list[Cause]:
+def recognised_causes(b: StoryLines) -> list[Cause]:
     """One cause per resend an idempotent producer's leader recognised (its
     producer-duplicate event): the election that sent the producer to that leader,
     the recognition, the acknowledgement with the original offsets."""
