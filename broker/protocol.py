@@ -3,7 +3,8 @@
 Each version is a row of FEATURES: which replication rules of which Kafka
 release it follows (docs/protocol-versions.md). The broker asks a feature
 (`partition.features.leader_epochs`), never the version string, so adding a
-version is a new row here plus its tests.
+version is a new row here, its api versions in kafka/versions.py (RELEASES), its
+changed defaults in defaults.py, and their tests (docs/README.md, "a release line").
 
 The broker is stdlib-only and ships alone (Docker image), so the names of its
 versions live here; `contract` re-exports them for the rest of isrlab.
