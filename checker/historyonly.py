@@ -1,5 +1,5 @@
 """A run checked from its history alone: a run on an existing Kafka cluster
-(run.json `target: kafka`, harness.backends.external), where isrlab reads no
+(run.json `target: kafka`, harness.backends.kafka_target), where isrlab reads no
 replica log and sees no protocol event, and every poll is a real client's.
 
 The kinds the history decides are checked as for any run -- lost-write and
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-EXTERNAL_TARGET = "kafka"  # run.json `target` (harness.backends.external.TARGET)
+EXTERNAL_TARGET = "kafka"  # run.json `target` (harness.backends.kafka_target.TARGET)
 
 # kind -> why it cannot be checked from the history alone.
 UNCHECKED: dict[str, str] = {

@@ -22,7 +22,7 @@ State = tuple[float, int, int]
 Column = tuple[float, tuple[int, int, int], tuple[int, int, int]]
 PROGRESS_COLUMNS = 300
 
-# Observation kinds, and their order among observations of the same time: the
+# Watch kinds, and their order among observations of the same time: the
 # events' first (an hw-advance after the others), then the acks, then the trace.
 SET, TRUNCATE, HW, ACK = "set", "truncate", "hw", "ack"
 EVENT, HW_EVENT, ACKED, TRACED = 0, 1, 2, 3

@@ -19,7 +19,7 @@ from harness.backends import make_backend
 from harness.backends.base import ClusterSpec
 from harness.progress import Progress
 from harness.run.clock import RunClock
-from harness.run.events import EventsCollector
+from harness.run.event_collector import EventsCollector
 from harness.run.runner import RunOptions, run_scenario
 from harness.scenario.loader import SCENARIO_DIR, load_scenario
 

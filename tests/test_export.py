@@ -297,7 +297,7 @@ def test_every_catalogue_export_replays_with_the_same_verdict(tmp_path: Path) ->
     its export (expecting what the check found) run again and checked: the same
     verdict and the same kinds."""
     from checker.api import check_runs
-    from harness.cli.checks import judged
+    from harness.cli.batchcheck import judged
 
     runs = [_run(s, next(p for p in VERSIONS if s.reachable_at(p)), 0, tmp_path / "first")
             for s in _catalogue()]

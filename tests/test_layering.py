@@ -31,17 +31,16 @@ FORBIDDEN: dict[str, set[str]] = {
     "harness": set(),  # but see test_only_the_cli_wires_in_checker_and_reports
 }
 # The harness modules that hand runs to the checker and render reports: the CLI's
-# (harness/cli/: checks.py, the batch check and reports; one module per command).
-WIRING = ["harness/cli/__init__.py", "harness/cli/cellrun.py", "harness/cli/chaos.py",
-          "harness/cli/check.py",
-          "harness/cli/checker.py", "harness/cli/checks.py", "harness/cli/flags.py",
-          "harness/cli/nightly.py", "harness/cli/reproduce.py", "harness/cli/shrink.py",
-          "harness/cli/swarm.py", "harness/cli/trace.py"]
+# (harness/cli/: batchcheck.py, the batch check and reports; one module per command).
+WIRING = ["harness/cli/__init__.py", "harness/cli/batchcheck.py", "harness/cli/cellrun.py",
+          "harness/cli/chaos.py", "harness/cli/check.py", "harness/cli/checker.py",
+          "harness/cli/flags.py", "harness/cli/nightly.py", "harness/cli/reproduce.py",
+          "harness/cli/shrink.py", "harness/cli/swarm.py", "harness/cli/trace.py"]
 # The CLI module that assembles the parser from the command modules, and the ones
 # every command module may import besides non-CLI modules, lowest first (each may
 # import those before it).
 CLI_ASSEMBLY = "harness/cli/__init__.py"
-CLI_SHARED = ("harness.cli.flags", "harness.cli.checks", "harness.cli.cellrun")
+CLI_SHARED = ("harness.cli.flags", "harness.cli.batchcheck", "harness.cli.cellrun")
 
 # (module file, imported package) pairs that break the rules above today, each
 # to be fixed in its own folder. Empty: none does.
@@ -225,7 +224,7 @@ def test_no_function_local_import_of_a_harness_module() -> None:
 
 def test_no_backend_switch_outside_the_backends() -> None:
     """Backend differences live behind the backend's own methods and declared words
-    (`observation`, `deterministic`): no module outside harness/backends/ asks
+    (`watch`, `deterministic`): no module outside harness/backends/ asks
     `isinstance(x, SomeBackend)`."""
     bad = []
     for path in _modules("harness"):
@@ -239,12 +238,12 @@ def test_no_backend_switch_outside_the_backends() -> None:
 
 
 def test_every_backend_is_watched_somehow() -> None:
-    """Each backend's `observation` word names a way the runner knows to watch it."""
+    """Each backend's `watch` word names a way the runner knows to watch it."""
     from harness.backends import BACKENDS, HIDDEN, backend_class
-    from harness.run.runner import OBSERVATIONS
+    from harness.run.runner import WATCHES
 
-    words = {backend_class(name).observation for name in [*BACKENDS, *HIDDEN]}
-    assert words == set(OBSERVATIONS)
+    words = {backend_class(name).watch for name in [*BACKENDS, *HIDDEN]}
+    assert words == set(WATCHES)
 
 
 def _module_name(path: Path) -> str:

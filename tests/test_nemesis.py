@@ -12,7 +12,7 @@ from harness.backends import make_backend
 from harness.backends.base import ClusterSpec
 from harness.errors import RunIncomplete
 from harness.run.clock import RunClock
-from harness.run.observe import WaitTimeout, wait_for
+from harness.run.observer import WaitTimeout, wait_for
 from nemesis import Cluster, Nemesis
 
 

@@ -1,6 +1,6 @@
 """A target's hosts file (`isrlab chaos --target kafka --hosts`): what it resolves to,
 its FILE:LINE errors, and the faults refused before anything starts
-(harness/backends/target_hosts.py, harness/chaos/external.py). No cluster needed:
+(harness/backends/kafka_target_hosts.py, harness/chaos/kafka_target.py). No cluster needed:
 all of it is said before the bootstrap is asked."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.target_hosts import KAFKA_DEFAULTS, READY_TIMEOUT, load_target_hosts
+from harness.backends.kafka_target_hosts import KAFKA_DEFAULTS, READY_TIMEOUT, load_target_hosts
 from harness.yamlloc import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent

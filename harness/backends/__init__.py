@@ -24,7 +24,7 @@ BACKENDS: dict[str, str] = {
 # Backends no --backend offers: `external` (an existing Kafka cluster) is chosen by
 # `isrlab chaos --target kafka`, which reads the cluster's metadata first.
 HIDDEN: dict[str, str] = {
-    "external": "harness.backends.external:ExternalBackend",
+    "external": "harness.backends.kafka_target:ExternalBackend",
 }
 
 

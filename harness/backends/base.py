@@ -13,7 +13,7 @@ nodes' admin requests. Node names are the broker ids of the scenario ("A", "B",
 
 A Backend is what the nemesis drives: it satisfies `nemesis.Cluster` (nemesis
 declares what it needs and never imports the harness). How a run watches the
-cluster (clock, events, status, replicas) is harness/run/observation.py's.
+cluster (clock, events, status, replicas) is harness/run/watch.py's.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ class Backend(Nodes, Artefacts):
     name: str = "abstract"
     # A backend whose runs a seed decides entirely (the simulator) takes `seed=`.
     deterministic: bool = False
-    # How a run watches this backend's cluster (harness.run.runner.OBSERVATIONS):
+    # How a run watches this backend's cluster (harness.run.runner.WATCHES):
     # `wire` isrlab's status and event protocol over the network, `in-process` the
     # simulator's cluster read directly, `metadata` a cluster that is not isrlab's
     # (only its Kafka metadata can be read).
-    observation: str = "wire"
+    watch: str = "wire"
 
     def __init__(self, spec: ClusterSpec, run_dir: Path) -> None:
         self.spec = spec

@@ -54,15 +54,15 @@ class Net:
                     raise UsageError(f"unknown node {n!r} in partition")
         self.check(grudge)
         self.grudge = {n: sorted(set(p)) for n, p in grudge.items() if p}
-        self._make_it_so()
+        self._apply()
 
     def heal(self) -> None:
         """Undo every partition (and end every delay)."""
         self.deliver()
         self.grudge = {}
-        self._make_it_so()
+        self._apply()
 
-    def _make_it_so(self) -> None:
+    def _apply(self) -> None:
         if self.apply is None:
             raise NotImplementedError(f"the {self.backend} backend cannot partition the network")
         self.apply(self.grudge)

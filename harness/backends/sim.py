@@ -7,7 +7,7 @@ runtime (harness.sim.runtime). A seed decides every message latency and every
 choice, so the same seed and scenario give a byte-identical history and replica
 logs. The run directory is the same as every backend's; events carry virtual
 times, on the history's axis (how a run watches this cluster:
-harness/run/sim_observation.py).
+harness/run/sim_watch.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PREFIX = "sim:"
 class SimBackend(Backend):
     name = "sim"
     deterministic = True
-    observation = "in-process"
+    watch = "in-process"
     exit_poll = 0.01  # as in stop(): a look on virtual time costs no real time
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, *, seed: int = 0,
@@ -42,7 +42,7 @@ class SimBackend(Backend):
         self.stop_timeout = stop_timeout
         addresses = {b: PREFIX + b for b in spec.brokers}
         # Where the nodes' protocol events go as they happen (the run's events
-        # collector: harness/run/sim_observation.py).
+        # collector: harness/run/sim_watch.py).
         self.on_event: Callable[[str, str, dict[str, Any]], None] | None = None
         self.network = network or Network()
         self.cluster = SimCluster(spec.process_config(addresses), seed, on_event=self._event,

@@ -4,7 +4,7 @@ The config (docs/nightly.md, sample: nightly/sample.yaml) is a list of rows;
 each row is a matrix -- versions x fault mixes x acks x config sets x backends
 -- with its runs, time limit and the anomaly kinds it allows. Every cell runs
 `runs` chaos runs (harness.chaos.runs, as `isrlab chaos` does), then the whole night
-is checked in ONE Spark batch (harness.cli.checks.check_batch: reports, the night's
+is checked in ONE Spark batch (harness.cli.batchcheck.check_batch: reports, the night's
 index page, JUnit XML, rows appended to DIR's Parquet results table). Then
 the trend page over every night in DIR is rendered from that table
 (reports/trend.py), joined with each night's `night.json` (cell, fault mix,

@@ -4,7 +4,7 @@ Each command is a module of this package (scenarios.py is `isrlab scenarios`,
 reproduce.py `isrlab reproduce`, ...) with `add_parser(sub)`, which adds its
 subcommand and options, and `run(args)`, which does it and returns the exit
 status. What they share is in three modules: flags.py (the options, each defined
-once), checks.py (the interrupt-safe check, a batch checked in one Spark job with
+once), batchcheck.py (the interrupt-safe check, a batch checked in one Spark job with
 its reports and exit codes) and cellrun.py (scenario x protocol cells); a command
 module imports those and no other (tests/test_layering.py). The CLI's modules are
 the only ones of the harness that wire it to the checker and the reports.
@@ -27,10 +27,10 @@ from checker.errors import CheckerError
 from contract.rundir import RunDirError, RunWriteError
 from harness.backends import reaper
 from harness.cli import (
+    batchcheck,
     chaos,
     check,
     checker,
-    checks,
     collect,
     docker,
     export,
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     reaper.install_signal_handlers()
     code = _command(args)
-    if checks.abandoned.is_set():
+    if batchcheck.abandoned.is_set():
         # An interrupted check's thread is still inside a call into Spark's JVM:
         # leave without waiting for it (and without the py4j errors it would log on
         # the way out). The JVM exits by itself once its stdin, our pipe, closes.

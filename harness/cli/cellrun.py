@@ -19,7 +19,7 @@ from checker.verdict import ERROR, INCOMPLETE, VALID, RunResult
 from contract import ASSERTIONS_JSON, CHECK
 from contract.rundir import read_json
 from harness.backends.ports import MAX_PORT
-from harness.cli.checks import check_batch_or_exit, detail_lines, outcome_line, run_json
+from harness.cli.batchcheck import check_batch_or_exit, detail_lines, outcome_line, run_json
 from harness.cli.flags import backend_options, use_server
 from harness.errors import Interrupted, UsageError
 from harness.progress import Progress
@@ -224,7 +224,7 @@ def judge(record: RunRecord, result: RunResult | None) -> dict[str, Any]:
 
 
 def outcome_json(cell: Cell, o: dict[str, Any]) -> dict[str, Any]:
-    """One run of a cell as --json lists it (checks.run_json): with its variant
+    """One run of a cell as --json lists it (batchcheck.run_json): with its variant
     (the row) and its failed assertions."""
     if o["result"] is None:
         return {"run_id": None, "run_dir": str(o["run_dir"]), "scenario": cell.row,

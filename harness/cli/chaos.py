@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from checker.verdict import VALID
-from harness.chaos.external import DEFAULT_PROTOCOL, DEFAULT_TOPIC, NO_FAULTS, external_target
+from harness.chaos.kafka_target import DEFAULT_PROTOCOL, DEFAULT_TOPIC, NO_FAULTS, external_target
 from harness.chaos.runs import CHAOS, ChaosConfig, chaos_run, parse_sets
-from harness.cli import checks, flags
+from harness.cli import batchcheck, flags
 from harness.errors import HarnessError, Interrupted, UsageError
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from nemesis.schedule import parse_faults
@@ -96,7 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _add_target_flags(c: argparse.ArgumentParser) -> None:
-    """--target kafka (an existing cluster: harness.chaos.external), --bootstrap,
+    """--target kafka (an existing cluster: harness.chaos.kafka_target), --bootstrap,
     --topic; and what they change of the other flags: --protocol is needed only for
     isrlab's own cluster, and --faults takes `none` (the default there; faults
     need --hosts, a target hosts file)."""
@@ -149,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if args.client_config and not args.client:
         raise UsageError("--client-config sets a client's settings: give --client too")
     cfg.broker_names()  # refuses a bad --brokers before anything starts
-    checks.require_master(args.master)  # not after every run has finished
+    batchcheck.require_master(args.master)  # not after every run has finished
     seed = args.seed
-    batch = checks.new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
+    batch = batchcheck.new_batch(args.runs_dir, f"{CHAOS}-{args.protocol}")
     batch_id = batch.name
     progress = flags.progress_of(args)
     options = flags.backend_options(args) if external is None else external.backend_options()
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         meta["chaos"].update(batch=batch_id, run=i + 1, runs=args.runs)
         record = run_scenario(scenario, RunOptions(
             protocol=args.protocol, backend=args.backend, seed=seed + i, runs_dir=batch,
-            backend_options=options, meta=meta, status_every=checks.STATUS_EVERY,
+            backend_options=options, meta=meta, status_every=batchcheck.STATUS_EVERY,
             status_prefix=f"run {i + 1}/{args.runs}", time_limit=cfg.time_limit), progress)
         records.append(record)
         if record.error is not None:
@@ -183,11 +183,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"isrlab: interrupted during run {len(records)}/{args.runs}; "
               f"{len(done)} completed run(s) and the interrupted one's prefix are in {batch}: "
               f"`isrlab check {batch}` checks them", file=sys.stderr)
-        runs = [{**checks.run_json(None, r.run_dir), "run_id": r.run_id,
+        runs = [{**batchcheck.run_json(None, r.run_dir), "run_id": r.run_id,
                  "protocol": args.protocol, "seed": seed + i,
                  "error": str(r.error) if r.error else None} for i, r in enumerate(records)]
         return _finish(args, summary, interrupted.exit_code, seed, runs)
-    results = checks.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+    results = batchcheck.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
                                   batch, master=args.master, junit=args.junit,
                                   results=args.results, use_server=flags.use_server(args))
     if isinstance(results, int):
@@ -195,14 +195,14 @@ def run(args: argparse.Namespace) -> int:
     for i, r in enumerate(results):
         if not args.json:
             print(f"run {i + 1}/{len(results)} (seed {r.summary.get('seed')}): "
-                  f"{checks.outcome_line(r)}")
-            for line in checks.detail_lines(r, args.verbose):
+                  f"{batchcheck.outcome_line(r)}")
+            for line in batchcheck.detail_lines(r, args.verbose):
                 print(line)
             if r.anomalies:
-                print(f"  run: {r.run_dir}\n  report: {checks.report_of(r)}\n"
+                print(f"  run: {r.run_dir}\n  report: {batchcheck.report_of(r)}\n"
                       f"  export: isrlab export {r.run_dir} --out FILE")
-    runs = [checks.run_json(r, r.run_dir) for r in results]
-    code = checks.chaos_exit_code(results, records)
+    runs = [batchcheck.run_json(r, r.run_dir) for r in results]
+    code = batchcheck.chaos_exit_code(results, records)
     if args.keep == "anomalies":
         for r in results:
             if not r.anomalies and r.verdict == VALID:
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         render_index([r.summary for r in results if r.run_dir.exists()], batch / INDEX)
     summary["index"] = str(batch / INDEX)
     if not args.json:
-        checks.print_tally(results)
+        batchcheck.print_tally(results)
         print(f"index: {batch / INDEX}")
     return _finish(args, summary, code, seed, runs)
 
@@ -219,5 +219,5 @@ def run(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int, seed: int,
             runs: list[dict[str, Any]]) -> int:
     if args.json:
-        checks.print_result_json("chaos", code, runs, seed, **summary)
+        batchcheck.print_result_json("chaos", code, runs, seed, **summary)
     return code

@@ -28,7 +28,7 @@ from contract.rundir import (
     require_writable,
     run_status,
 )
-from harness.cli import checks, flags
+from harness.cli import batchcheck, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.collect import collect_crashed, owner_gone
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     for p in args.paths:
         if not os.path.exists(p):  # os.path's: a name too long for a file is none
             raise UsageError(f"no such run directory: {p}")
-    checks.require_master(args.master)  # before a crashed run is collected for nothing
+    batchcheck.require_master(args.master)  # before a crashed run is collected for nothing
     progress = flags.progress_of(args)
     try:
         run_dirs = discover(list(args.paths))
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             if run_status(r) != RUNNING:  # (a crashed run's collect finds it: untouched if alive)
                 require_writable(r / CHECK, "the check's results")
         _collect_crashed_runs(run_dirs, progress)
-        results = checks.interruptible(client.check, list(args.paths), master=args.master,
+        results = batchcheck.interruptible(client.check, list(args.paths), master=args.master,
                                 progress=progress.line, use_server=flags.use_server(args))
     except (CheckerError, RunDirError, RunWriteError) as e:
         print(f"isrlab: {one_line(e)}", file=sys.stderr)
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"isrlab: {r.error}", file=sys.stderr)
             # No report: the run was not checked, and an earlier one would not say so.
             (r.run_dir / CHECK / REPORT_HTML).unlink(missing_ok=True)
-    checks.say_truncated(results)
-    results = [checks.judged(r) for r in results]
+    batchcheck.say_truncated(results)
+    results = [batchcheck.judged(r) for r in results]
     if args.results is not None:
         try:
             client.append_results(results, args.results, master=args.master,
@@ -103,25 +103,25 @@ def run(args: argparse.Namespace) -> int:
         progress.line(f"rendering {len(checked)} report(s)")
         with heartbeat(progress.line, f"still rendering {len(checked)} report(s)"):
             for r in checked:
-                checks.render_report(r.run_dir)
+                batchcheck.render_report(r.run_dir)
         index = args.index
         if index is None and len(results) > 1 and len(args.paths) == 1 and args.paths[0].is_dir():
             index = args.paths[0] / INDEX
         if index is not None:
-            checks.write_index(results, index, progress)
+            batchcheck.write_index(results, index, progress)
     if args.junit is not None:
-        checks.write_junit_or_exit(results, args.junit)
+        batchcheck.write_junit_or_exit(results, args.junit)
     code = batch_exit_code(r.verdict for r in results)
     if args.json:
         # Each run: the schema's keys over its whole summary.json (figures, checker).
-        checks.print_result_json("check", code, [{**r.summary, **checks.run_json(r, r.run_dir)}
-                                                 for r in results])
+        batchcheck.print_result_json(
+            "check", code, [{**r.summary, **batchcheck.run_json(r, r.run_dir)} for r in results])
     else:
         for r in results:
-            print(f"{checks.outcome_line(r)}  {r.run_dir}")
-            for line in checks.detail_lines(r, args.verbose):
+            print(f"{batchcheck.outcome_line(r)}  {r.run_dir}")
+            for line in batchcheck.detail_lines(r, args.verbose):
                 print(line)
-        checks.print_tally(results)
+        batchcheck.print_tally(results)
     return code
 
 

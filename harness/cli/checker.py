@@ -17,7 +17,7 @@ from typing import Any
 from checker import client
 from checker.errors import CheckerError
 from checker.spark import DEFAULT_MASTER, cds_archive, driver_log_path
-from harness.cli import checks, flags
+from harness.cli import batchcheck, flags
 from harness.errors import RunIncomplete, UsageError
 
 
@@ -89,7 +89,7 @@ def _setup() -> int:
           "(a check of a made-up run in a JVM that records them; about a minute) ...",
           flush=True)
     start = time.monotonic()
-    built = checks.interruptible(archive.build, wait=True)
+    built = batchcheck.interruptible(archive.build, wait=True)
     if not target.is_file():
         raise RunIncomplete("checker setup: the JVM wrote no class-data archive "
                             f"(its log: {driver_log_path()})")
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             print(_describe(info) if info else "checker server: not running")
         return 0
     if args.checker_command == "start":
-        master = checks.require_master(args.master)
+        master = batchcheck.require_master(args.master)
         if not master.startswith("local"):
             raise UsageError(f"the checker server runs on a local master, not {master}")
         try:

@@ -25,7 +25,7 @@ from broker.protocol import VERSIONS
 from contract import CHECK, REPORT_HTML
 from contract.rundir import readable_meta
 from harness.backends import backend_class
-from harness.cli import cellrun, checks, flags
+from harness.cli import batchcheck, cellrun, flags
 from harness.cli.cellrun import OK_MARK, RUNS_INDEX
 from harness.errors import UsageError
 from harness.scenario.loader import (
@@ -91,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
         rows = [r for r in rows if not r.workload.get("client")]
         progress.line(f"left out on {args.backend} (a real Kafka client needs real brokers): "
                       f"{', '.join(on_client)}")
-    checks.require_master()  # ISRLAB_SPARK_MASTER: before any cell runs
+    batchcheck.require_master()  # ISRLAB_SPARK_MASTER: before any cell runs
     options_at = cellrun.slot_options(args)  # a bad --jobs or --hosts: before the batch
-    batch = checks.new_batch(args.runs_dir, "matrix")
+    batch = batchcheck.new_batch(args.runs_dir, "matrix")
     unreached = sum(not r.reachable_at(p) for r in rows for p in protocols)
     progress.line(f"matrix: {len(rows)} row(s) x {len(protocols)} version(s) x {args.runs} "
                   f"run(s) on {args.backend}"
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     index = write_index(cells, rows, protocols, batch / INDEX)
     code = 1 if any(c.mismatch for c in cells) else 0
     if args.json:
-        checks.print_result_json(
+        batchcheck.print_result_json(
             "matrix", code, [cellrun.outcome_json(c, o) for c in cells for o in c.outcomes],
             args.seed, batch=str(batch), index=str(index), matrix=tally(cells),
             cells=[_json_cell(c) for c in cells])
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     print(tally_line(cells))
     checked = [o["result"] for c in cells for o in c.outcomes if o["result"] is not None]
     if checked:
-        checks.print_tally(checked)
+        batchcheck.print_tally(checked)
     print(f"index: {index}")
     return code
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from checker.verdict import VALID
 from harness.chaos import nightly
 from harness.chaos.runs import chaos_run
-from harness.cli import checks, flags
+from harness.cli import batchcheck, flags
 from harness.errors import HarnessError, Interrupted
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from reports.render import INDEX
@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     """One night of the configured matrix; exit 1 for an anomaly a row does not
     allow, 3 for a run that did not complete or could not be checked."""
     night_cfg = nightly.load_config(args.config)  # FILE:LINE errors: exit 2, nothing started
-    checks.require_master(args.master)  # before the first cell, not after the last
-    seed = night_cfg.seed if night_cfg.seed is not None else checks.random_seed()
+    batchcheck.require_master(args.master)  # before the first cell, not after the last
+    seed = night_cfg.seed if night_cfg.seed is not None else batchcheck.random_seed()
     night = nightly.night_id()
     night_dir = args.results / "nights" / night
     progress = flags.progress_of(args)
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             record = run_scenario(scenario, RunOptions(
                 protocol=cell.protocol, backend=cell.backend, seed=seed + i,
                 runs_dir=night_dir / cell.name, backend_options=options, meta=meta,
-                status_every=checks.STATUS_EVERY, status_prefix=f"{cell.name} run {i + 1}/"
+                status_every=batchcheck.STATUS_EVERY, status_prefix=f"{cell.name} run {i + 1}/"
                 f"{cell.runs} ({done}/{total})", time_limit=cell.config.time_limit), progress)
             records.append((cell, record))
             if isinstance(record.error, Interrupted):
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"isrlab: interrupted; the night's runs are in {night_dir}: `isrlab check "
               f"{night_dir}` checks them", file=sys.stderr)
         return interrupted.exit_code
-    results = checks.check_batch_or_exit([r.run_dir for _, r in records], night_dir / INDEX,
+    results = batchcheck.check_batch_or_exit([r.run_dir for _, r in records], night_dir / INDEX,
                                   progress, night_dir, master=args.master,
                                   junit=night_dir / "junit.xml",
                                   results=args.results / "results",
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             "not_allowed": not_allowed,
             "detection_s": nightly.detection_times(record.run_dir) if found else {},
             "throughput": nightly.throughput(r.summary) if r is not None else None,
-            "report": checks.report_of(r) if r is not None else None})
+            "report": batchcheck.report_of(r) if r is not None else None})
         if not args.json:
             kinds = ", ".join(f"{k} ×{n}" for k, n in found.items())
             mark = f" NOT ALLOWED: {', '.join(not_allowed)}" if not_allowed else ""
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         code = 0
     if args.json:
-        checks.print_json({"night": night, "seed": seed, "index": str(night_dir / INDEX),
+        batchcheck.print_json({"night": night, "seed": seed, "index": str(night_dir / INDEX),
                     "junit": str(night_dir / "junit.xml"), "trend": str(trend_page),
                     "runs": runs_meta, "exit_code": code})
     else:

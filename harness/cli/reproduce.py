@@ -20,7 +20,7 @@ from typing import Any
 from checker import client
 from checker.errors import CheckerError
 from checker.verdict import ERROR, EXIT_CODES, INCOMPLETE, VALID, RunResult
-from harness.cli import cellrun, checks, flags
+from harness.cli import batchcheck, cellrun, flags
 from harness.errors import Interrupted, UsageError, one_line
 from harness.run.runner import RunOptions, RunRecord, run_scenario
 from harness.scenario.loader import Scenario, all_variants, find_scenario, load_scenario
@@ -65,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    checks.require_master()  # ISRLAB_SPARK_MASTER: before any cluster starts
+    batchcheck.require_master()  # ISRLAB_SPARK_MASTER: before any cluster starts
     if args.all_variants:
         return reproduce_variants(args)
     scenario = flags.with_client(args, load_scenario(find_scenario(args.scenario),
@@ -107,27 +107,27 @@ def reproduce_one(args: argparse.Namespace, scenario: Scenario) -> int:
                        error=str(record.error), incomplete=True)
     progress.line("checking ...")
     try:
-        result = checks.interruptible(client.check, [record.run_dir],
+        result = batchcheck.interruptible(client.check, [record.run_dir],
                                progress=lambda m: progress.line(f"  {m}"),
                                use_server=flags.use_server(args))[0]
     except CheckerError as e:
         return _finish(args, summary, e.exit_code, [unchecked], error=f"checker: {one_line(e)}")
-    except checks.CheckInterrupted as e:
+    except batchcheck.CheckInterrupted as e:
         return _finish(args, summary, e.exit_code, [unchecked], error=str(e))
     if result.error is not None:  # the checker could not read what the run wrote
         return _finish(args, summary, result.exit_code,
-                       [checks.run_json(result, record.run_dir)],
+                       [batchcheck.run_json(result, record.run_dir)],
                        error=f"checker: {result.error}")
-    checks.say_truncated([result])
-    result = checks.judged(result)
-    report = checks.render_report(record.run_dir)
+    batchcheck.say_truncated([result])
+    result = batchcheck.judged(result)
+    report = batchcheck.render_report(record.run_dir)
     code = reproduce_exit_code(result)
-    entry = checks.run_json(result, record.run_dir, variant=scenario.variant,
+    entry = batchcheck.run_json(result, record.run_dir, variant=scenario.variant,
                             assertions_failed=result.summary.get("assertions_failed") or [],
                             anomalies=_plain(result.anomalies))
     if not args.json:
-        print(checks.outcome_line(result))
-        for line in checks.detail_lines(result, args.verbose):
+        print(batchcheck.outcome_line(result))
+        for line in batchcheck.detail_lines(result, args.verbose):
             print(line)
         print(f"run: {record.run_dir}")
         if report:
@@ -156,7 +156,7 @@ def _finish(args: argparse.Namespace, summary: dict[str, Any], code: int,
         if not args.json:
             print(f"run: {runs[0]['run_dir']}{' (incomplete)' if incomplete else ''}")
     if args.json:
-        checks.print_result_json("reproduce", code, runs, args.seed, **summary)
+        batchcheck.print_result_json("reproduce", code, runs, args.seed, **summary)
     return code
 
 
@@ -179,7 +179,7 @@ def reproduce_runs(args: argparse.Namespace, scenario: Scenario) -> int:
     verdict is valid (every expected kind found, nothing unexpected)."""
     progress = flags.progress_of(args)
     options = flags.backend_options(args)
-    batch = args.runs_dir / f"{checks.stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
+    batch = args.runs_dir / f"{batchcheck.stamp()}-{scenario.name}-{args.protocol}-x{args.runs}"
     progress.line(f"{args.runs} run(s) of {scenario.name} under {args.protocol}, seeds "
                   f"{args.seed}..{args.seed + args.runs - 1}; runs in {batch}")
     records: list[RunRecord] = []
@@ -193,24 +193,24 @@ def reproduce_runs(args: argparse.Namespace, scenario: Scenario) -> int:
             print(f"isrlab: interrupted during run {i + 1}/{args.runs}; the runs are in "
                   f"{batch}: `isrlab check {batch}` checks them", file=sys.stderr)
             return record.error.exit_code
-    results = checks.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
+    results = batchcheck.check_batch_or_exit([r.run_dir for r in records], batch / INDEX, progress,
                                   use_server=flags.use_server(args))
     if isinstance(results, int):
         return results
     k = sum(r.verdict == VALID for r in results)
     expected = scenario.expect_for(args.protocol)
-    code = checks.reproduced_exit_code((r.anomalies, r.verdict) for r in results)
+    code = batchcheck.reproduced_exit_code((r.anomalies, r.verdict) for r in results)
     if args.json:
-        checks.print_result_json("reproduce", code,
-                                 [checks.run_json(r, r.run_dir) for r in results], args.seed,
+        batchcheck.print_result_json("reproduce", code,
+                                 [batchcheck.run_json(r, r.run_dir) for r in results], args.seed,
                                  scenario=scenario.name, protocol=args.protocol,
                                  reproduced=k, index=str(batch / INDEX))
     else:
         for r in results:
-            print(f"{checks.outcome_line(r)}  {r.run_dir}")
-            for line in checks.detail_lines(r, args.verbose):
+            print(f"{batchcheck.outcome_line(r)}  {r.run_dir}")
+            for line in batchcheck.detail_lines(r, args.verbose):
                 print(line)
-        checks.print_tally(results)
+        batchcheck.print_tally(results)
         print(f"reproduced {k}/{args.runs} (documented under {args.protocol}: "
               f"{', '.join(expected) or 'no anomaly'})")
         print(f"index: {batch / INDEX}")
@@ -232,16 +232,16 @@ def reproduce_variants(args: argparse.Namespace) -> int:
                          "build the image first (isrlab docker build --base-image IMAGE)")
     options_at = cellrun.slot_options(args)  # a bad --hosts: before the batch
     progress = flags.progress_of(args)
-    batch = checks.new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
+    batch = batchcheck.new_batch(args.runs_dir, f"{base.name}-{args.protocol}")
     cells = cellrun.run_cells(rows, [args.protocol], args.runs, batch, args, progress,
                               options_at)
     if isinstance(cells, int):
         return cells
     outcomes = [(c, o) for c in cells for o in c.outcomes]
     unreached = [c for c in cells if c.not_reachable]
-    code = checks.reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)
+    code = batchcheck.reproduced_exit_code((o["anomalies"], o["verdict"]) for _, o in outcomes)
     if args.json:
-        checks.print_result_json(
+        batchcheck.print_result_json(
             "reproduce", code, [cellrun.outcome_json(c, o) for c, o in outcomes], args.seed,
             scenario=base.name, protocol=args.protocol, batch=str(batch),
             not_reachable=[{"variant": c.row, "why": c.not_reachable} for c in unreached])
@@ -252,6 +252,6 @@ def reproduce_variants(args: argparse.Namespace) -> int:
             print(f"{c.row}: {o['result_line']}  {o['run_dir']}")
             for line in o["details"] if args.verbose else o["messages"]:
                 print(f"  {line}")
-        checks.print_tally([o["result"] for _, o in outcomes if o.get("result") is not None])
+        batchcheck.print_tally([o["result"] for _, o in outcomes if o.get("result") is not None])
         print(f"index: {batch / cellrun.RUNS_INDEX}")
     return code

@@ -39,7 +39,7 @@ from harness.chaos.shrink import (
     start,
     without_chunks,
 )
-from harness.cli import checks, flags
+from harness.cli import batchcheck, flags
 from harness.errors import UsageError, one_line
 from harness.progress import Progress
 from harness.run.runner import RunOptions, run_scenario
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = args.run_dir.resolve()
     meta = read_meta(run_dir)
     cfg = config_of(meta)
-    checks.require_master()  # ISRLAB_SPARK_MASTER: before the first candidate runs
+    batchcheck.require_master()  # ISRLAB_SPARK_MASTER: before the first candidate runs
     # Where it will write, checked before any work: the candidates' directory
     # beside the run, and (without --out) the scenario in the current directory.
     flags.check_writable_dir(run_dir.parent, "cannot write the candidates beside the run")

@@ -29,7 +29,7 @@ from checker.errors import CheckerError
 from checker.spark import get_session, task_slices
 from harness.chaos.runs import parse_sets
 from harness.chaos.swarm import SWARM_DEFAULTS, SwarmSpec, simulate
-from harness.cli import checks, flags
+from harness.cli import batchcheck, flags
 from harness.errors import UsageError, one_line
 from reports.render import INDEX
 
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.master is not None and args.master.startswith("sc://"):
         raise UsageError("isrlab swarm runs its simulations as Spark tasks, which Spark "
                          "Connect (sc://) does not offer; give local[N] or spark://HOST:PORT")
-    checks.require_master(args.master)  # before the batch directory and the Spark JVM
-    batch = checks.new_batch(args.runs_dir, f"{SWARM}-{args.protocol}").resolve()
+    batchcheck.require_master(args.master)  # before the batch directory and the Spark JVM
+    batch = batchcheck.new_batch(args.runs_dir, f"{SWARM}-{args.protocol}").resolve()
     batch_id = batch.name
     progress = flags.progress_of(args)
     seeds = list(range(args.seed, args.seed + args.runs))
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     for sim in sims:
         if sim["error"]:
             progress.line(f"seed {sim['seed']}: the run did not complete: {sim['error']}")
-    results = checks.check_batch_or_exit(
+    results = batchcheck.check_batch_or_exit(
         [Path(s["run_dir"]) for s in sims], batch / INDEX, progress, batch,
         master=args.master, use_server=False, reports_for_findings=True, render_on=sc)
     if isinstance(results, int):
@@ -118,13 +118,13 @@ def run(args: argparse.Namespace) -> int:
             found.setdefault(k, []).append(sim["seed"])
         extra = {} if r is not None else {"seed": sim["seed"], "protocol": args.protocol,
                                           "error": sim["error"] or "not checked"}
-        runs.append({**checks.run_json(r, sim["run_dir"]), **extra, "config": sim["config"]})
+        runs.append({**batchcheck.run_json(r, sim["run_dir"]), **extra, "config": sim["config"]})
         if r is not None and r.anomalies and not args.json:
-            print(f"seed {sim['seed']}: {checks.outcome_line(r)} "
+            print(f"seed {sim['seed']}: {batchcheck.outcome_line(r)} "
                   f"({_config_line(sim['config'])})\n  report: {runs[-1]['report']}")
-    code = checks.chaos_exit_code(results, [])
+    code = batchcheck.chaos_exit_code(results, [])
     if args.json:
-        checks.print_result_json(
+        batchcheck.print_result_json(
             "swarm", code, runs, args.seed, batch=str(batch), protocol=args.protocol,
             seeds={"first": args.seed, "count": args.runs}, spec=spec.as_dict(),
             found={k: len(v) for k, v in sorted(found.items())},
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             runs_per_minute=round(len(sims) / total * 60, 1),
             ops=sum(s.get("ops", 0) for s in sims), index=str(batch / INDEX))
     else:
-        checks.print_tally(results)
+        batchcheck.print_tally(results)
         kinds = "; ".join(f"{k} in {len(v)} seed(s)" for k, v in sorted(found.items()))
         print(f"found: {kinds or 'nothing'} ({len(sims)} runs, {total:.1f}s, "
               f"{len(sims) / total * 60:.1f} runs/min with the check)")

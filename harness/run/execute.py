@@ -1,6 +1,6 @@
 """Executing scenario steps against a running cluster.
 
-Each step kind has one method. Waits poll observable state (observe.py); an
+Each step kind has one method. Waits poll observable state (observer.py); an
 event wait sees only events since its anchor, by default the start of the most
 recent non-wait step: the action whose consequence it waits for. That keeps a
 wait from matching an older event of the same shape (scenario 3 elects B twice)
@@ -19,7 +19,7 @@ from harness.backends import admin
 from harness.backends.base import Backend
 from harness.errors import RunIncomplete
 from harness.progress import Progress
-from harness.run.observe import Observer, wait_for
+from harness.run.observer import Observer, wait_for
 from harness.scenario.steps import TIMED_FAULTS, Step
 from nemesis.faults import Nemesis
 from nemesis.schedule import grudge_for

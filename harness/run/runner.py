@@ -36,10 +36,10 @@ from harness.errors import HarnessError, Interrupted, RunIncomplete, UsageError
 from harness.progress import Progress, StatusTicker
 from harness.run.collect import hosted_partitions, offline_replicas
 from harness.run.execute import StepContext, StepRunner
-from harness.run.external import ExternalObservation
 from harness.run.halt import HaltingRuntime
-from harness.run.observation import Observation
-from harness.run.sim_observation import SimObservation
+from harness.run.kafka_target_watch import KafkaTargetWatch
+from harness.run.sim_watch import SimWatch
+from harness.run.watch import Watch
 from harness.scenario.loader import Scenario, workload_partitions
 from harness.scenario.steps import Step
 from nemesis.faults import FaultWindow, Nemesis
@@ -126,7 +126,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     # run.json, or one marked running by a harness that exited: held until then.
     reaper.hold()
     writes = RunWrites()
-    watch = _observation(backend)
+    watch = _watch(backend)
     clock = watch.clock()
     opened: list[Callable[[], None]] = []  # closes what the start opened, if it fails
     try:
@@ -354,15 +354,15 @@ def _unknown_replicas(run: RunDirWriter, backend: Backend, progress: Progress) -
         progress.line(f"replicas not written: {e}")
 
 
-# How a run watches its cluster, by the backend's `observation` word: over the
+# How a run watches its cluster, by the backend's `watch` word: over the
 # wire, in-process for the simulator, only through Kafka metadata for a cluster
-# that is not isrlab's (harness.run.external).
-OBSERVATIONS: dict[str, Callable[[Any], Observation]] = {
-    "wire": Observation, "in-process": SimObservation, "metadata": ExternalObservation}
+# that is not isrlab's (harness.run.kafka_target_watch).
+WATCHES: dict[str, Callable[[Any], Watch]] = {
+    "wire": Watch, "in-process": SimWatch, "metadata": KafkaTargetWatch}
 
 
-def _observation(backend: Backend) -> Observation:
-    return OBSERVATIONS[backend.observation](backend)
+def _watch(backend: Backend) -> Watch:
+    return WATCHES[backend.watch](backend)
 
 
 def _window(progress: Progress, w: FaultWindow) -> None:

@@ -8,7 +8,7 @@ form, that the client gets metadata from it within a bounded time, and that the
 topic exists (isrlab creates none on someone else's cluster). The topic's
 partitions, their replicas and the brokers are the metadata's. The run itself
 is a chaos run on the `external` backend: without faults, or -- with a target
-hosts file (`--hosts`, harness.backends.target_hosts) -- with the process faults
+hosts file (`--hosts`, harness.backends.kafka_target_hosts) -- with the process faults
 its commands can make (`target_faults`: kill, stop, pause, flip), the schedule
 drawn over the metadata's brokers and partitions.
 """
@@ -19,8 +19,8 @@ import argparse
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.backends.external import TARGET
-from harness.backends.target_hosts import TargetHosts, load_target_hosts
+from harness.backends.kafka_target import TARGET
+from harness.backends.kafka_target_hosts import TargetHosts, load_target_hosts
 from harness.chaos.runs import ChaosConfig, chaos_run
 from harness.errors import UsageError
 from harness.scenario.loader import Scenario

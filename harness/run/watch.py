@@ -1,7 +1,7 @@
 """How a run watches its cluster: its clock, the events collector, the observer
 that scenario steps read status through, and the collection of every replica at
 the end. Over the wire for the process backends (local, docker, ssh); the sim
-backend's cluster is watched in-process (harness/run/sim_observation.py).
+backend's cluster is watched in-process (harness/run/sim_watch.py).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from harness.backends.base import Backend
 from harness.errors import RunIncomplete
 from harness.run import collect
 from harness.run.clock import RunClock
-from harness.run.events import EventsCollector
-from harness.run.observe import Observer, wait_for
+from harness.run.event_collector import EventsCollector
+from harness.run.observer import Observer, wait_for
 from workloads.runtime import Runtime
 
 STARTUP_TIMEOUT = 30.0  # seconds for a started cluster to come up
 
 
-class Observation:
+class Watch:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 

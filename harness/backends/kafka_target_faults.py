@@ -1,5 +1,5 @@
 """Process faults on an existing Kafka cluster's brokers: the target hosts file's
-`kafka:` commands (harness/backends/target_hosts.py), run over SSH on each
+`kafka:` commands (harness/backends/kafka_target_hosts.py), run over SSH on each
 broker's host (harness/backends/ssh_remote.py).
 
 isrlab sees the brokers' processes only through what it did to them, so each
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.backends.fanout import parallel
+from harness.backends.kafka_target_hosts import NEEDS, PATTERN, TargetBroker, TargetHosts
 from harness.backends.ssh_remote import Remote
-from harness.backends.target_hosts import NEEDS, PATTERN, TargetBroker, TargetHosts
 from harness.errors import HarnessError, RunIncomplete, UsageError
 
 RUNNING, DOWN, PAUSED = "running", "down", "paused"

@@ -1,4 +1,4 @@
-"""How a run watches an existing Kafka cluster (harness.backends.external): it
+"""How a run watches an existing Kafka cluster (harness.backends.kafka_target): it
 cannot. It has no events file (isrlab's brokers report their protocol events over
 isrlab's own protocol; a Kafka cluster does not), no status is read
 and no replica is collected: the checker sees the history alone (run.json
@@ -12,11 +12,11 @@ from typing import Any
 
 from contract import CONTROLLER
 from contract.rundir import RunDirWriter, RunWrites
-from harness.backends.external import ExternalBackend
+from harness.backends.kafka_target import ExternalBackend
 from harness.run.clock import RunClock
-from harness.run.events import EventsCollector
-from harness.run.observation import STARTUP_TIMEOUT, Observation
-from harness.run.observe import Observer
+from harness.run.event_collector import EventsCollector
+from harness.run.observer import Observer
+from harness.run.watch import STARTUP_TIMEOUT, Watch
 from workloads.kafka_clients import ClusterUnreachable, topic_metadata
 from workloads.runtime import Runtime
 
@@ -69,7 +69,7 @@ class ExternalObserver(Observer):
         return None if leader is None else {"leader": leader}
 
 
-class ExternalObservation(Observation):
+class KafkaTargetWatch(Watch):
     def __init__(self, backend: ExternalBackend) -> None:
         super().__init__(backend)
         self.external = backend

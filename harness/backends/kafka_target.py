@@ -8,7 +8,7 @@ run). Not a --backend choice: --target kafka picks it (harness.backends.HIDDEN).
 
 Without a target hosts file (`hosts`) it faults nothing and every broker is taken
 as running. With one, the process faults kill, stop, pause (and their recoveries)
-run its commands on the brokers' hosts (harness.backends.target_faults); a broker
+run its commands on the brokers' hosts (harness.backends.kafka_target_faults); a broker
 is running or not as isrlab's own faults left it, a started one is up once it
 answers a metadata request, and teardown -- at the end of every run, also a
 failed or interrupted one -- starts or resumes whatever is still faulted.
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
+from harness.backends.kafka_target_faults import BrokerFaults
+from harness.backends.kafka_target_hosts import TargetHosts
 from harness.backends.spec import ClusterSpec
-from harness.backends.target_faults import BrokerFaults
-from harness.backends.target_hosts import TargetHosts
 from harness.errors import HarnessError, RunIncomplete, UsageError
 from workloads.kafka_clients import ClusterUnreachable, topic_metadata
 from workloads.runtime import Runtime
@@ -32,14 +32,14 @@ from workloads.runtime import Runtime
 TARGET = "kafka"  # run.json `target` of a run on an existing Kafka cluster
 NO_FAULT_STEPS = {"sleep", "final-read", "recover"}
 # What a target hosts file's commands can do; the rest is refused before the run
-# (harness.chaos.external says why).
+# (harness.chaos.kafka_target says why).
 PROCESS_STEPS = {"kill", "stop", "pause", "resume", "start"}
 ANSWER_TIMEOUT = 2.0  # seconds one broker has to answer a readiness metadata request
 
 
 class ExternalBackend(Backend):
     name = "external"
-    observation = "metadata"
+    watch = "metadata"
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, *, bootstrap: str, client: str,
                  addresses: dict[str, str] | None = None,

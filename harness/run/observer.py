@@ -14,7 +14,7 @@ from broker.wire import Connection, WireError
 from harness.backends.admin import partition_status
 from harness.backends.base import Backend
 from harness.errors import RunIncomplete
-from harness.run.events import EventsCollector
+from harness.run.event_collector import EventsCollector
 from workloads.runtime import REAL, Runtime
 
 T = TypeVar("T")

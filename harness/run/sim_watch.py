@@ -19,8 +19,8 @@ from broker.sim_cluster import SimCluster
 from contract.rundir import RunDirWriter, RunFile, RunWriteError, RunWrites
 from harness.backends.sim import SimBackend
 from harness.run.collect import hosted_partitions, log_rows, offline_replicas
-from harness.run.observation import Observation
-from harness.run.observe import Observer
+from harness.run.observer import Observer
+from harness.run.watch import Watch
 
 
 class SimClock:
@@ -37,7 +37,7 @@ class SimClock:
         return unix_ns - self.start_unix_ns
 
 
-class SimObservation(Observation):
+class SimWatch(Watch):
     def __init__(self, backend: SimBackend) -> None:
         super().__init__(backend)
         self.sim = backend
@@ -98,7 +98,7 @@ class SimObserver(Observer):
 
 
 class SimEventsCollector:
-    """The events collector's interface (harness.run.events) for the simulator: every
+    """The events collector's interface (harness.run.event_collector) for the simulator: every
     event is written to events.jsonl as it happens, in the simulator's order. A
     failed write is reported to the run's RunWrites (never raised into the
     simulator's event loop); the file then gets nothing more."""
