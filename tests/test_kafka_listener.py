@@ -151,7 +151,8 @@ def test_kcat_produces_and_consumes(latest) -> None:
     offset for offset as every replica's log has them, and a poll at the end of
     the partition returns nothing, at once."""
     kcat_or_skip()
-    from workloads.kafka_clients import KcatConsumer, KcatProducer
+    from workloads.kafka_clients.kcat import Consumer as KcatConsumer
+    from workloads.kafka_clients.kcat import Producer as KcatProducer
 
     before = max(len(v) for v in replica_values(latest, 1).values())
     producer = KcatProducer(bootstrap(latest), "all", 5000, 10000, {})

@@ -20,10 +20,10 @@ from conftest import ROOT
 from workloads.kafka_clients import (
     KCAT_MISSING,
     ClientConfigError,
-    KcatConsumer,
-    KcatProducer,
     require_kcat,
 )
+from workloads.kafka_clients.kcat import Consumer as KcatConsumer
+from workloads.kafka_clients.kcat import Producer as KcatProducer
 
 # The stand-in: `-X dump` passes (the settings check); otherwise it records its
 # arguments and stdin, prints $FAKE_OUT and $FAKE_ERR, then sleeps $FAKE_SLEEP (a
