@@ -95,103 +95,138 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
     finalized as incomplete. Raises UsageError, before starting anything, if the
     scenario's path is not reachable under the protocol (its `reachable`), the
     cluster's addresses are taken or the run directory cannot be written."""
-    scenario.require_reachable(opts.protocol)  # a run there would be a verdict on nothing
-    t0 = time.monotonic()
-    seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
-    run_id = new_run_id(scenario.run_name, opts.protocol)
-    spec = scenario.cluster_spec(opts.protocol)
-    options = dict(opts.backend_options)
-    if backend_class(opts.backend).deterministic:
-        options["seed"] = seed
-    if scenario.workload.get("client") and backend_class(opts.backend).deterministic:
-        raise UsageError(f"workload client {scenario.workload['client']}: a real Kafka client "
-                         f"needs real brokers; run it on the local, docker or ssh backend")
-    if scenario.workload.get("client"):
-        try:  # a client not installed here (kcat), or a setting it refuses, is said
-            # before anything starts
-            require_client(scenario.workload["client"], scenario.workload.get("config") or {})
-        except ClientConfigError as e:
-            raise UsageError(str(e)) from None
-    backend = make_backend(opts.backend, spec, opts.runs_dir / run_id, **options)
-    steps = scenario.steps_for(opts.protocol)
-    backend.expect({s.kind for s in steps})
-    # A taken address is a configuration error: fail before anything exists. The
-    # addresses stay reserved for this run until its teardown (ports.reserve).
+    session = RunSession(scenario, opts, progress)
     try:
-        backend.check_addresses()
-    except BaseException:
-        backend.release_addresses()
-        raise
-    # An interrupt from here until the `try` would leave a directory without
-    # run.json, or one marked running by a harness that exited: held until then.
-    reaper.hold()
-    writes = RunWrites()
-    watch = _watch(backend)
-    clock = watch.clock()
-    opened: list[Callable[[], None]] = []  # closes what the start opened, if it fails
-    try:
-        run = RunDirWriter(opts.runs_dir, run_id, writes=writes)
-        # The history and events files exist before run.json says "running": a
-        # harness killed right after writing it leaves a (empty) prefix to check.
-        history = History(run.history, clock, writes)
-        opened.append(history.close)
-        collector = watch.events_collector(clock, run.events, writes)
-        opened.append(collector.stop)
-        run.write_meta(**_start_meta(scenario, opts, spec, backend, steps, seed,
-                                     clock.start_unix_ns))
-    except RunWriteError as e:
-        # Nothing started: what this run created goes (its id is new), and the
-        # runs directory is the user's to fix.
-        for close in opened:
-            close()
-        shutil.rmtree(opts.runs_dir / run_id, ignore_errors=True)
-        backend.release_addresses()
-        reaper.release()
-        raise UsageError(f"{e}; nothing was started") from None
-    progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
-                  f"on {opts.backend} (seed {seed})")
-    if opts.on_start is not None:
-        opts.on_start()
-    nemesis = Nemesis(backend, history, before_fault=collector.drain,
-                      on_window=lambda w: _window(progress, w))
-    error: HarnessError | RunWriteError | None = None
-    labels: dict[str, list[int]] = {}
-    background: ContinuousWorkload | None = None
-    ticker: StatusTicker | None = None
-    observer = watch.observer(collector)
-    # What the steps wait on: its sleeps end once a write of the run has failed.
-    rt = HaltingRuntime(backend.rt, writes)
-    ctx: StepContext | None = None
-    up = False  # the cluster came up: from here on the run is one to keep
-    try:
+        session.start()
+        session.start_workload()
+        session.run_steps()
+    except (Exception, KeyboardInterrupt) as e:
+        session.failed(e)
+    finally:
+        session.close()
+    return session.record()
+
+
+class RunSession:
+    """One run as a session: opened (the constructor: run directory and run.json,
+    nothing started, a UsageError if it cannot be), started (the cluster up), its
+    workload started, its steps run, closed (always: replicas collected, teardown,
+    run.json closed) -- each a method, so what a backend does differently is the
+    backend's and its Watch's, never a switch here."""
+
+    def __init__(self, scenario: Scenario, opts: RunOptions, progress: Progress) -> None:
+        scenario.require_reachable(opts.protocol)  # a run there would be a verdict on nothing
+        self.t0 = time.monotonic()
+        self.scenario, self.opts, self.progress = scenario, opts, progress
+        seed = opts.seed if opts.seed is not None else int.from_bytes(os.urandom(4), "big")
+        self.seed = seed
+        run_id = new_run_id(scenario.run_name, opts.protocol)
+        spec = self.spec = scenario.cluster_spec(opts.protocol)
+        options = dict(opts.backend_options)
+        if backend_class(opts.backend).deterministic:
+            options["seed"] = seed
+        if scenario.workload.get("client") and backend_class(opts.backend).deterministic:
+            raise UsageError(f"workload client {scenario.workload['client']}: a real Kafka "
+                             f"client needs real brokers; run it on the local, docker or ssh "
+                             f"backend")
+        if scenario.workload.get("client"):
+            try:  # a client not installed here (kcat), or a setting it refuses, is said
+                # before anything starts
+                require_client(scenario.workload["client"],
+                               scenario.workload.get("config") or {})
+            except ClientConfigError as e:
+                raise UsageError(str(e)) from None
+        backend = self.backend = make_backend(opts.backend, spec, opts.runs_dir / run_id,
+                                              **options)
+        self.steps = scenario.steps_for(opts.protocol)
+        backend.expect({s.kind for s in self.steps})
+        # A taken address is a configuration error: fail before anything exists. The
+        # addresses stay reserved for this run until its teardown (ports.reserve).
+        try:
+            backend.check_addresses()
+        except BaseException:
+            backend.release_addresses()
+            raise
+        # An interrupt from here until start() would leave a directory without
+        # run.json, or one marked running by a harness that exited: held until then.
+        reaper.hold()
+        writes = self.writes = RunWrites()
+        watch = self.watch = _watch(backend)
+        clock = watch.clock()
+        opened: list[Callable[[], None]] = []  # closes what the start opened, if it fails
+        try:
+            run = self.run = RunDirWriter(opts.runs_dir, run_id, writes=writes)
+            # The history and events files exist before run.json says "running": a
+            # harness killed right after writing it leaves a (empty) prefix to check.
+            history = self.history = History(run.history, clock, writes)
+            opened.append(history.close)
+            collector = self.collector = watch.events_collector(clock, run.events, writes)
+            opened.append(collector.stop)
+            run.write_meta(**_start_meta(scenario, opts, spec, backend, self.steps, seed,
+                                         clock.start_unix_ns))
+        except RunWriteError as e:
+            # Nothing started: what this run created goes (its id is new), and the
+            # runs directory is the user's to fix.
+            for close in opened:
+                close()
+            shutil.rmtree(opts.runs_dir / run_id, ignore_errors=True)
+            backend.release_addresses()
+            reaper.release()
+            raise UsageError(f"{e}; nothing was started") from None
+        progress.line(f"run {run.run_id}: {scenario.name} under {opts.protocol} "
+                      f"on {opts.backend} (seed {seed})")
+        if opts.on_start is not None:
+            opts.on_start()
+        self.nemesis = Nemesis(backend, history, before_fault=collector.drain,
+                               on_window=lambda w: _window(progress, w))
+        self.error: HarnessError | RunWriteError | None = None
+        self.labels: dict[str, list[int]] = {}
+        self.background: ContinuousWorkload | None = None
+        self.ticker: StatusTicker | None = None
+        self.observer = watch.observer(collector)
+        # What the steps wait on: its sleeps end once a write of the run has failed.
+        self.rt = HaltingRuntime(backend.rt, writes)
+        self.ctx: StepContext | None = None
+        self.up = False  # the cluster came up: from here on the run is one to keep
+
+    def start(self) -> None:
+        """The cluster up: controller, events collector, brokers, every leader known."""
+        backend, spec = self.backend, self.spec
         reaper.release()
         backend.start_controller()
-        collector.start()
+        self.collector.start()
         for node in spec.brokers:
             backend.start(node)
-        watch.wait_ready(observer, rt)
-        up = True
-        progress.line(f"cluster up: {', '.join(f'{n}@{backend.address(n)}' for n in spec.brokers)}")
+        self.watch.wait_ready(self.observer, self.rt)
+        self.up = True
+        self.progress.line("cluster up: " + ", ".join(f"{n}@{backend.address(n)}"
+                                                      for n in spec.brokers))
+
+    def start_workload(self) -> None:
+        """The clients (isrlab's own, or the workload's real Kafka client), the
+        background producers and consumers if any, the status ticker, and the steps'
+        context."""
+        backend, history, w, seed = self.backend, self.history, self.scenario.workload, self.seed
         client = ClusterClient(lambda: {n: backend.address(n) for n in backend.brokers
                                         if backend.is_reachable(n)}, rt=backend.rt)
-        w = scenario.workload
         values = Values()
-        clients = kafka_clients(w, backend, run.path)
+        clients = kafka_clients(w, backend, self.run.path)
         if w["consumers"] or w["producers"]:
-            background = ContinuousWorkload(
-                client, history, values, partitions=workload_partitions(w, spec.topics),
+            self.background = ContinuousWorkload(
+                client, history, values, partitions=workload_partitions(w, self.spec.topics),
                 producers=w["producers"], consumers=w["consumers"], rate=w["rate"],
                 seed=w.get("seed", seed), acks=w["acks"], timeout_ms=w["timeout_ms"],
                 retry_ms=w["retry_ms"], batch=w.get("batch", 1), linger=w.get("linger", 0.005),
                 max_records=w.get("max_records", 100),
                 poll_interval=w.get("poll_interval", 0.05), clients=clients)
-            background.start()
+            self.background.start()
+        opts = self.opts
         if opts.status_every is not None:
-            ticker = StatusTicker(progress, opts.status_every, opts.status_prefix,
-                                  background, nemesis, opts.time_limit)
-            ticker.start()
-        ctx = StepContext(
-            backend=backend, history=history, nemesis=nemesis, observer=observer,
+            self.ticker = StatusTicker(self.progress, opts.status_every, opts.status_prefix,
+                                       self.background, self.nemesis, opts.time_limit)
+            self.ticker.start()
+        self.ctx = StepContext(
+            backend=backend, history=history, nemesis=self.nemesis, observer=self.observer,
             producer=Producer(client, history, 0, acks=w["acks"], timeout_ms=w["timeout_ms"],
                               retry_ms=w["retry_ms"]) if clients is None else
             clients.producer(history, 0, acks=w["acks"], timeout_ms=w["timeout_ms"],
@@ -199,42 +234,53 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
             consumer=Consumer(client, history, 1, w["topic"], w["partition"])
             if clients is None else clients.consumer(history, 1, w["topic"], w["partition"]),
             clients=clients,
-            values=values, progress=progress, labels=labels, background=background,
-            client=client, workload=w, seed=seed, rt=rt,
+            values=values, progress=self.progress, labels=self.labels,
+            background=self.background, client=client, workload=w, seed=seed, rt=self.rt,
         )
-        runner = StepRunner(ctx, str(scenario.path))
-        for step in steps:
-            writes.check()
+
+    def run_steps(self) -> None:
+        assert self.ctx is not None, "start_workload() first"
+        runner = StepRunner(self.ctx, str(self.scenario.path))
+        for step in self.steps:
+            self.writes.check()
             runner.run(step)
-    except (HarnessError, RunWriteError) as e:
-        error = e
-    except ClientConfigError as e:  # a setting the client refused: the user's (exit 2)
-        error = UsageError(str(e))
-    except (KeyboardInterrupt, Interrupted) as e:
-        error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
-    except Exception as e:
-        error = _internal_error(e, run, writes)
-    finally:
-        # Closing the run is not interruptible: an interrupt cutting it short would
-        # leave run.json "running" and the cluster to the atexit reaper (on Docker,
-        # its volumes removed before any `isrlab collect`). Raised once it is closed.
+
+    def failed(self, e: BaseException) -> None:
+        """What stopped the run, as the run's error."""
+        if isinstance(e, (HarnessError, RunWriteError)):
+            self.error = e
+        elif isinstance(e, ClientConfigError):  # a setting the client refused: exit 2
+            self.error = UsageError(str(e))
+        elif isinstance(e, (KeyboardInterrupt, Interrupted)):
+            self.error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
+        elif isinstance(e, Exception):
+            self.error = _internal_error(e, self.run, self.writes)
+        else:
+            raise e
+
+    def close(self) -> None:
+        """Replicas collected, the cluster torn down, run.json closed: always, and
+        not interruptible -- an interrupt cutting it short would leave run.json
+        "running" and the cluster to the atexit reaper (on Docker, its volumes
+        removed before any `isrlab collect`). Raised once it is closed."""
+        run, backend, progress, writes = self.run, self.backend, self.progress, self.writes
         reaper.hold()
         # A write that failed is the run's error: whatever else went wrong after it
         # (a wait cut short, a step that could not record its op) followed from it.
         if writes.error is not None:
-            error = writes.error
-        if ticker is not None:
-            ticker.stop()
-        if ctx is not None:
-            ctx.close()  # timed undos cancelled, a `load` stopped
-        observer.close()
-        if background is not None:
-            background.stop()
+            self.error = writes.error
+        if self.ticker is not None:
+            self.ticker.stop()
+        if self.ctx is not None:
+            self.ctx.close()  # timed undos cancelled, a `load` stopped
+        self.observer.close()
+        if self.background is not None:
+            self.background.stop()
         # Replicas are collected even from a failed run: its prefix is still
         # worth checking and reading.
         replicas_written = True
         try:
-            how = watch.collect_replicas(run)
+            how = self.watch.collect_replicas(run)
             progress.line("replicas collected: " + (", ".join(f"{n} ({h})"
                                                                 for n, h in how.items())
                                                      or "none (an external cluster)"))
@@ -244,7 +290,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
         except Exception as e:  # noqa: BLE001 - must not stop the teardown below
             progress.line(f"replicas not collected: {type(e).__name__}: {e}")
         try:
-            collector.stop()
+            self.collector.stop()
         finally:
             backend.teardown()
             backend.release_addresses()
@@ -254,34 +300,38 @@ def run_scenario(scenario: Scenario, opts: RunOptions, progress: Progress) -> Ru
                 backend.collect_logs(run.path)
             except OSError as e:
                 progress.line(f"logs not collected: {e}")
-            history.close()
+            self.history.close()
             # Room for the last writes, also on a full disk.
             run.release_reserve()
             if not replicas_written:
                 _unknown_replicas(run, backend, progress)
             # A run whose replicas are unknown did not complete, however its steps went.
-            error = error or writes.error
+            error = self.error = self.error or writes.error
             try:
                 run.write_meta(
                     ended_at=utc_now(),
                     status=INCOMPLETE if error else COMPLETE,
                     error=str(error) if error else None,
-                    fault_windows=[w.as_dict() for w in nemesis.windows],
-                    labels=labels,
+                    fault_windows=[w.as_dict() for w in self.nemesis.windows],
+                    labels=self.labels,
                 )
             except RunWriteError as e:
-                error = RunIncomplete(f"{error or e}; {RUN_JSON} could not be closed "
-                                      f"({e.reason}): it still says {RUNNING}")
-    if not up and isinstance(error, UsageError):
-        # A node refused its configuration or its address (another run's, say)
-        # before the cluster was up: the user's to fix, and no run to keep.
-        shutil.rmtree(run.path, ignore_errors=True)
+                self.error = RunIncomplete(f"{error or e}; {RUN_JSON} could not be closed "
+                                           f"({e.reason}): it still says {RUNNING}")
+
+    def record(self) -> RunRecord:
+        """The closed run; a UsageError if it never started (nothing kept)."""
+        if not self.up and isinstance(self.error, UsageError):
+            # A node refused its configuration or its address (another run's, say)
+            # before the cluster was up: the user's to fix, and no run to keep.
+            shutil.rmtree(self.run.path, ignore_errors=True)
+            reaper.release(what="")
+            raise UsageError(f"{self.error}; the run did not start and left nothing")
+        # Interrupted while the run was closed: it is (complete or incomplete, as
+        # run.json says); stop before any check.
         reaper.release(what="")
-        raise UsageError(f"{error}; the run did not start and left nothing")
-    # Interrupted while the run was closed: it is (complete or incomplete, as
-    # run.json says); stop before any check.
-    reaper.release(what="")
-    return RunRecord(run.run_id, run.path, error, time.monotonic() - t0)
+        return RunRecord(self.run.run_id, self.run.path, self.error,
+                         time.monotonic() - self.t0)
 
 
 def _start_meta(scenario: Scenario, opts: RunOptions, spec: ClusterSpec, backend: Backend,
