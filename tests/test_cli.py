@@ -77,6 +77,20 @@ def test_scenarios_lists_the_three() -> None:
            "so no sequence numbers to resend with" in r.stdout.splitlines()
 
 
+def test_a_reader_that_leaves_stdout_is_no_traceback() -> None:
+    """`isrlab scenarios | head -0`: its stdout's reader is gone before it writes. It
+    says so in one line on stderr and exits 141 (a shell's status for SIGPIPE),
+    without a traceback, also not from Python's flush at exit."""
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "scenarios"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=child_env(), cwd=ROOT)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # no reader left: the first write to the pipe fails
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 141, err
+    assert err == "isrlab: stdout closed by its reader; the rest of the output dropped\n"
+
+
 def test_unknown_scenario() -> None:
     assert "unknown scenario 'no-such'" in one_line_error(
         isrlab("reproduce", "no-such", "--protocol", "0.10"))

@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# The shell's status of a process that wrote to a pipe its reader had closed
+# (128 + SIGPIPE): the command's own status was never said.
+BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -92,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         raise
     reaper.install_signal_handlers()
     code = _command(args)
+    try:
+        sys.stdout.flush()  # what is still buffered, before Python's own flush at exit
+    except BrokenPipeError:
+        code = _stdout_gone()
     if batchcheck.abandoned.is_set():
         # An interrupted check's thread is still inside a call into Spark's JVM:
         # leave without waiting for it (and without the py4j errors it would log on
@@ -111,11 +120,23 @@ def _command(args: argparse.Namespace) -> int:
         if getattr(args, "json", False):
             _json_error(args.command, one_line(e), e.exit_code)
         return e.exit_code
+    except BrokenPipeError:
+        return _stdout_gone()
     except KeyboardInterrupt:
         print("isrlab: interrupted", file=sys.stderr)
         if getattr(args, "json", False):
             _json_error(args.command, "interrupted", RunIncomplete.exit_code)
         return RunIncomplete.exit_code
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout left (`isrlab check ... | head -1`): what the command
+    did stands (a run is closed, a check written); it says no more, also not when
+    Python flushes stdout on the way out."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    print("isrlab: stdout closed by its reader; the rest of the output dropped",
+          file=sys.stderr)
+    return BROKEN_PIPE
 
 
 def _json_error(command: str | None, error: str, code: int) -> None:

@@ -16,6 +16,7 @@ kept for that (contract.rundir.RESERVE).
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import time
@@ -37,8 +38,6 @@ from harness.progress import Progress, StatusTicker
 from harness.run.collect import hosted_partitions, offline_replicas
 from harness.run.execute import StepContext, StepRunner
 from harness.run.halt import HaltingRuntime
-from harness.run.kafka_target_watch import KafkaTargetWatch
-from harness.run.sim_watch import SimWatch
 from harness.run.watch import Watch
 from harness.scenario.loader import Scenario, workload_partitions
 from harness.scenario.steps import Step
@@ -407,12 +406,17 @@ def _unknown_replicas(run: RunDirWriter, backend: Backend, progress: Progress) -
 # How a run watches its cluster, by the backend's `watch` word: over the
 # wire, in-process for the simulator, only through Kafka metadata for a cluster
 # that is not isrlab's (harness.run.kafka_target_watch).
-WATCHES: dict[str, Callable[[Any], Watch]] = {
-    "wire": Watch, "in-process": SimWatch, "metadata": KafkaTargetWatch}
+# "module:Class", imported when used: an existing cluster's (its SSH faults load
+# paramiko) and the simulator's cost a local run nothing.
+WATCHES: dict[str, str] = {
+    "wire": "harness.run.watch:Watch", "in-process": "harness.run.sim_watch:SimWatch",
+    "metadata": "harness.run.kafka_target_watch:KafkaTargetWatch"}
 
 
 def _watch(backend: Backend) -> Watch:
-    return WATCHES[backend.watch](backend)
+    module, _, cls = WATCHES[backend.watch].partition(":")
+    watch: type[Watch] = getattr(importlib.import_module(module), cls)
+    return watch(backend)
 
 
 def _window(progress: Progress, w: FaultWindow) -> None:
