@@ -158,6 +158,10 @@ def test_consumer_reads_from_the_tracked_offset(fake) -> None:
     assert consumer.poll(100, 0.2) == ([], "ERROR: Topic t [0] error: Broker: Not leader for "
                                            "partition")
     assert (d / "args").read_text().split()[args.index("-o") + 1] == "8"
+    assert consumer.last_exit == 1
+    fake(sleep=30)  # a kcat that never exits by itself: killed at the poll's deadline
+    assert consumer.poll(100, 0.2) == ([], None)
+    assert consumer.last_exit is None
 
 
 def test_no_kcat_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,10 +175,14 @@ class Consumer:
                       "-e", "-u", "-f", "%o %s\\n", *_kcat_settings(settings)]
         _check_kcat_settings(self._args, "consumer")
         self._next = offset
+        # The last poll's kcat exit status; None: killed at its deadline (-e makes
+        # it exit by itself at the end of the partition).
+        self.last_exit: int | None = None
 
     def poll(self, max_records: int, timeout: float) -> tuple[list[list[int]], str | None]:
         args = [*self._args, "-o", str(self._next), "-c", str(max_records)]
         rc, out, err = _run_kcat(args, "", timeout + KCAT_START_S)
+        self.last_exit = rc
         records = []
         for line in out.splitlines():
             offset, _, raw = line.partition(" ")
