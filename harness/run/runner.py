@@ -29,6 +29,7 @@ from typing import Any
 from contract import COMPLETE, INCOMPLETE, LOGS, RUN_JSON, RUNNING
 from contract.history import History
 from contract.rundir import RunDirWriter, RunWriteError, RunWrites, new_run_id, utc_now
+from contract.secrets import redacted_workload
 from harness.backends import backend_class, make_backend, reaper
 from harness.backends.base import Backend
 from harness.backends.owner import Owner
@@ -352,7 +353,7 @@ def _start_meta(scenario: Scenario, opts: RunOptions, spec: ClusterSpec, backend
         },
         broker_config=spec.broker_config,
         controller_config=spec.controller_config,
-        workload=scenario.workload,
+        workload=redacted_workload(scenario.workload),  # no secret is written
         nemesis=[s.as_dict() for s in steps],
         expect=scenario.expect_for(opts.protocol),
         # Judged by the harness after the check (harness.run.assertions).
