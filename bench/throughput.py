@@ -101,8 +101,8 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=19492)
     ap.add_argument("--keep", type=Path, help="keep the run directory under this directory")
     ap.add_argument("--client", choices=CLIENTS, help="a real Kafka client's workload")
-    ap.add_argument("--client-config", dest="client_config", action="append", default=[],
-                    type=client_config_item, metavar="KEY=VALUE")
+    ap.add_argument("--client-config", dest="client_config", action="extend", default=[],
+                    type=client_config_item, metavar="KEY=VALUE|@FILE")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="isrlab-throughput-") as tmp:
         runs = args.keep or Path(tmp)

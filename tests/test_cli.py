@@ -868,3 +868,39 @@ def test_an_output_directory_that_is_a_file_is_one_line_before_anything(tmp_path
     assert line.startswith(f"isrlab: cannot write {file}") and "nothing was started" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "run"]
     assert file.read_text() == "" and list(run.iterdir()) == []
+
+
+
+def test_client_settings_from_a_properties_file(tmp_path: Path) -> None:
+    """--client-config @FILE: `key=value` or `key: value` lines, `#` and `!` comments
+    skipped, values typed as KEY=VALUE's are; in order with the others, a later one
+    winning."""
+    from harness.cli import build_parser
+
+    props = tmp_path / "producer.properties"
+    props.write_text("# tuned\n! also a comment\n\nenable.idempotence=false\n"
+                     "linger.ms: 20\n  client.id = svc-a  \n")
+    args = build_parser().parse_args(
+        ["reproduce", "kip101-hw-truncation-loss", "--protocol", "latest", "--client",
+         "confluent-kafka", "--client-config", "acks=1", "--client-config", f"@{props}",
+         "--client-config", "linger.ms=5"])
+    assert args.client_config == [("acks", 1), ("enable.idempotence", False),
+                                  ("linger.ms", 20), ("client.id", "svc-a"), ("linger.ms", 5)]
+    assert dict(args.client_config)["linger.ms"] == 5
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("acks=all\nlinger.ms\n", "producer.properties:2: 'linger.ms' is not key=value"),
+    ("sasl.jaas.config=a \\\n  b\n", "producer.properties:1: a line continued with \\ is "
+                                       "not supported"),
+    (None, "producer.properties: No such file or directory")])
+def test_a_bad_properties_file_is_one_line_and_starts_nothing(tmp_path: Path, text: str | None,
+                                                             said: str) -> None:
+    props = tmp_path / "producer.properties"
+    if text is not None:
+        props.write_text(text)
+    r = isrlab("reproduce", "kip101-hw-truncation-loss", "--protocol", "latest", "--client",
+               "confluent-kafka", "--client-config", f"@{props}", "--runs-dir",
+               str(tmp_path / "runs"))
+    assert said in one_line_error(r)
+    assert not (tmp_path / "runs").exists() and [x for x in spawned() if needs(x)] == []

@@ -39,16 +39,19 @@ def test_a_workload_is_written_with_its_secrets_redacted() -> None:
 @pytest.mark.e2e
 @pytest.mark.spark
 def test_no_artefact_of_a_run_holds_a_secret(tmp_path: Path) -> None:
-    """A real client given two secrets runs and is checked; neither appears in any
+    """A real client given two secrets (one on the command line, one in a properties
+    file, --client-config @FILE) runs and is checked; neither appears in any
     file of the run (run.json, history, events, logs, replicas, the check and its
     report), nor in the command's output or its --json."""
     secrets = ("S3cretPassw0rd", "K3yPassw0rd")
     runs = tmp_path / "runs"
+    props = tmp_path / "client.properties"  # the second one from a properties file
+    props.write_text(f"# the key's password\nssl.key.password = {secrets[1]}\n")
     r = subprocess.run(
         [sys.executable, "-m", "harness.cli", "reproduce", "kip101-hw-truncation-loss",
          "--protocol", "latest", "--client", "confluent-kafka",
          "--client-config", f"sasl.password={secrets[0]}",
-         "--client-config", f"ssl.key.password={secrets[1]}",
+         "--client-config", f"@{props}",
          "--port", str(free_port()), "--runs-dir", str(runs), "--json"],
         capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=600)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])

@@ -95,6 +95,18 @@ def test_faults_without_hosts_are_refused(tmp_path: Path) -> None:
     assert p.stderr.strip().count("\n") == 0 and list(tmp_path.iterdir()) == []
 
 
+def test_kcat_cannot_read_an_existing_cluster(tmp_path: Path) -> None:
+    """isrlab reads an existing cluster's metadata and final read through a Python
+    client; kcat is refused in one line naming the ones that can, before any network."""
+    p = chaos("--target", "kafka", "--bootstrap", "127.0.0.1:9", "--client", "kcat",
+              "--time-limit", "2s", "--runs-dir", str(tmp_path))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr == ("isrlab: --client kcat with --target kafka: client 'kcat' cannot read "
+                        "an existing cluster (metadata); choose one of confluent-kafka, "
+                        "kafka-python\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unreachable_bootstrap_is_refused_in_bounded_time(tmp_path: Path) -> None:
     p = chaos("--target", "kafka", "--bootstrap", "127.0.0.1:9", "--time-limit", "2s",
               "--runs-dir", str(tmp_path), timeout=60)

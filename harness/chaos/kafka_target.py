@@ -33,7 +33,12 @@ from nemesis.schedule import (
     parse_faults,
     schedule,
 )
-from workloads.kafka_clients import ClusterUnreachable, TopicMetadata, topic_metadata
+from workloads.kafka_clients import (
+    ClientConfigError,
+    ClusterUnreachable,
+    TopicMetadata,
+    topic_metadata,
+)
 
 DEFAULT_CLIENT = "confluent-kafka"
 DEFAULT_TOPIC = "t"
@@ -124,6 +129,8 @@ def external_target(args: argparse.Namespace) -> ExternalTarget:
     config = dict(args.client_config)
     try:
         md = topic_metadata(client, bootstrap, args.topic, config, METADATA_TIMEOUT)
+    except ClientConfigError as e:  # kcat: no metadata or final read of a cluster
+        raise UsageError(f"--client {client} with --target kafka: {e}") from None
     except ClusterUnreachable as e:
         raise UsageError(f"--bootstrap {bootstrap}: {e} (within {METADATA_TIMEOUT:g}s); "
                          "nothing was started") from None

@@ -371,12 +371,21 @@ def acks_of(args: argparse.Namespace) -> int | str | None:
     return ACKS[args.acks] if args.acks is not None else None
 
 
-def client_config_item(text: str) -> tuple[str, Any]:
-    """--client-config KEY=VALUE: an integer, true/false, or else the string."""
-    key, eq, raw = text.partition("=")
-    key, raw = key.strip(), raw.strip()
-    if not eq or not key:
-        raise ValueError(f"{text!r}: give KEY=VALUE, e.g. enable.idempotence=true")
+def client_config_item(text: str) -> list[tuple[str, Any]]:
+    """--client-config KEY=VALUE (an integer, true/false, or else the string), or
+    @FILE: a properties file of such settings, as clients are configured from
+    (`key=value` or `key: value` per line, `#` and `!` comments; FILE:LINE names a
+    line that is neither)."""
+    if text.startswith("@"):
+        return _client_config_file(Path(text[1:]))
+    return [_setting(text, f"{text!r}: give KEY=VALUE or @FILE, e.g. enable.idempotence=true")]
+
+
+def _setting(text: str, error: str, sep: str = "=") -> tuple[str, Any]:
+    at = min((i for i in (text.find(c) for c in sep) if i >= 0), default=-1)
+    key, raw = text[:at].strip(), text[at + 1:].strip()
+    if at < 0 or not key:
+        raise ValueError(error)
     if raw.lower() in ("true", "false"):
         return key, raw.lower() == "true"
     try:
@@ -385,15 +394,37 @@ def client_config_item(text: str) -> tuple[str, Any]:
         return key, raw
 
 
+def _client_config_file(path: Path) -> list[tuple[str, Any]]:
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: byte 0x{path.read_bytes()[e.start]:02x} at offset "
+                         f"{e.start} is not UTF-8") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        if text.endswith("\\"):
+            raise ValueError(f"{path}:{n}: a line continued with \\ is not supported: "
+                             "one setting per line")
+        out.append(_setting(text, f"{path}:{n}: {text[:60]!r} is not key=value", "=:"))
+    return out
+
+
 def add_client_flags(p: argparse.ArgumentParser) -> None:
     """--client and --client-config: the workload on a real Kafka client."""
     p.add_argument("--client", choices=CLIENTS, default=None,
                    help="drive the workload with this real Kafka client over the brokers' "
                         "Kafka listeners (default: isrlab's own, or the scenario's)")
-    p.add_argument("--client-config", dest="client_config", action="append", default=[],
-                   type=typed(client_config_item), metavar="KEY=VALUE",
+    p.add_argument("--client-config", dest="client_config", action="extend", default=[],
+                   type=typed(client_config_item), metavar="KEY=VALUE|@FILE",
                    help="a setting of that client, by its own name, e.g. "
-                        "enable.idempotence=true (repeatable)")
+                        "enable.idempotence=true, or @FILE, a properties file of them "
+                        "(repeatable; a later one wins)")
 
 
 def with_client(args: argparse.Namespace, scenario: Scenario) -> Scenario:
