@@ -115,6 +115,22 @@ def test_unreachable_bootstrap_is_refused_in_bounded_time(tmp_path: Path) -> Non
     assert "Traceback" not in p.stderr and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("client", "ssl"), [("confluent-kafka", {"security.protocol": "ssl"}),
+                                           ("kafka-python", {"security_protocol": "SSL"})])
+def test_the_metadata_probe_speaks_the_clients_security_settings(cluster, client: str,
+                                                                 ssl: dict) -> None:
+    """The probe that reads an existing cluster's metadata connects as the user's
+    settings say: told to speak TLS to this plaintext listener it gets nothing, so a
+    SASL/TLS cluster gets its settings too (a producer-only key is left out)."""
+    from workloads.kafka_clients import ClusterUnreachable, topic_metadata
+
+    bootstrap = cluster.kafka_bootstrap()
+    producer_only = {"enable_idempotence": False} if client == "kafka-python" else {}
+    assert topic_metadata(client, bootstrap, "t", producer_only, 10.0).exists
+    with pytest.raises(ClusterUnreachable):
+        topic_metadata(client, bootstrap, "t", {**producer_only, **ssl}, 3.0)
+
+
 def test_missing_topic_is_refused(cluster, tmp_path: Path) -> None:
     p = chaos("--target", "kafka", "--bootstrap", cluster.kafka_bootstrap(),
               "--topic", "nope", "--time-limit", "2s", "--runs-dir", str(tmp_path))

@@ -107,7 +107,7 @@ class Consumer:
 
 
 def metadata(bootstrap: str, topic: str, config: dict[str, Any],
-                        timeout: float) -> TopicMetadata:
+             timeout: float) -> TopicMetadata:
     import confluent_kafka
     from confluent_kafka.admin import AdminClient
     # Only the connection's settings apply to an admin client: the producer's
@@ -132,8 +132,8 @@ def metadata(bootstrap: str, topic: str, config: dict[str, Any],
 
 
 def read_to_end(bootstrap: str, topic: str, partition: int,
-                           config: dict[str, Any], deadline: float
-                           ) -> tuple[list[list[int]], int]:
+                config: dict[str, Any], deadline: float
+                ) -> tuple[list[list[int]], int]:
     import confluent_kafka
     settings = {"bootstrap.servers": bootstrap, "group.id": "isrlab-final-read",
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",

@@ -117,13 +117,19 @@ class Consumer:
 
 
 def metadata(bootstrap: str, topic: str, config: dict[str, Any],
-                           timeout: float) -> TopicMetadata:
+             timeout: float) -> TopicMetadata:
     import kafka
     import kafka.errors
+    # The connection's settings (security_protocol, sasl_*, ssl_* ...: what an
+    # admin client knows) apply here too; a SASL/TLS cluster needs them.
+    connection = {k: v for k, v in config.items()
+                  if k in kafka.KafkaAdminClient.DEFAULT_CONFIG
+                  and k not in ("bootstrap_servers", "request_timeout_ms")}
     try:
-        admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
-                                       request_timeout_ms=int(timeout * 1000),
-                                       bootstrap_timeout_ms=int(timeout * 1000))
+        admin = kafka.KafkaAdminClient(**{**connection,
+                                          "bootstrap_servers": bootstrap.split(","),
+                                          "request_timeout_ms": int(timeout * 1000),
+                                          "bootstrap_timeout_ms": int(timeout * 1000)})
     except kafka.errors.KafkaError as e:
         raise ClusterUnreachable(f"kafka-python got no metadata from {bootstrap}: "
                                  f"{type(e).__name__}") from None
@@ -146,13 +152,14 @@ def metadata(bootstrap: str, topic: str, config: dict[str, Any],
 
 
 def read_to_end(bootstrap: str, topic: str, partition: int,
-                              config: dict[str, Any], deadline: float
-                              ) -> tuple[list[list[int]], int]:
+                config: dict[str, Any], deadline: float
+                ) -> tuple[list[list[int]], int]:
     import kafka
     import kafka.errors
     settings = {"bootstrap_servers": bootstrap.split(","), "group_id": None,
                 "client_id": "isrlab-final-read", "enable_auto_commit": False,
-                "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, **config}
+                "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100,
+                **settings_for(config, "consumer")}
     try:
         c = kafka.KafkaConsumer(**settings)
     except kafka.errors.KafkaError as e:
