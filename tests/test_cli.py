@@ -904,3 +904,14 @@ def test_a_bad_properties_file_is_one_line_and_starts_nothing(tmp_path: Path, te
                str(tmp_path / "runs"))
     assert said in one_line_error(r)
     assert not (tmp_path / "runs").exists() and [x for x in spawned() if needs(x)] == []
+
+
+def test_a_client_setting_the_scenarios_acks_forbids_starts_nothing(tmp_path: Path) -> None:
+    """transactional.id makes librdkafka idempotent, which it refuses with acks 1:
+    with acks1-failover-loss's acks 1 that is refused in the client's words before
+    anything starts (checked with the scenario's acks, not acks all)."""
+    r = isrlab("reproduce", "acks1-failover-loss", "--variant", "acks-1", "--protocol",
+               "latest", "--client", "confluent-kafka", "--client-config",
+               "transactional.id=tx-1", "--runs-dir", str(tmp_path / "runs"))
+    assert "`acks` must be set to `all` when `enable.idempotence` is true" in one_line_error(r)
+    assert not (tmp_path / "runs").exists() and [x for x in spawned() if needs(x)] == []

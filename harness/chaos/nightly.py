@@ -207,7 +207,7 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
             raise v.err(line, f"{key} must be a number "
                               f"{'in 0..1' if key == 'overlap' else '> 0'}, got {raw!r}")
         numbers[key] = x
-    client, client_config = _client(v, get, backends)
+    client, client_config = _client(v, get, backends, acks_list)
     count = len(versions) * len(mixes) * len(acks_list) * len(sets) * len(backends)
     if count > MAX_CELLS:
         raise v.err(row.line, f"row {name!r} has {count} cells (versions x faults x acks x "
@@ -227,7 +227,8 @@ def _row_cells(v: Validator, name: str, row: LocMap, defaults: LocMap) -> list[C
     return cells
 
 
-def _client(v: Validator, get: Any, backends: list[str]) -> tuple[str | None, dict[str, Any]]:
+def _client(v: Validator, get: Any, backends: list[str],
+            acks_list: list[int | str]) -> tuple[str | None, dict[str, Any]]:
     """The row's real Kafka client and its settings (as `isrlab chaos --client
     --client-config`): known, not on the simulator, its settings the client's own
     check accepts -- all before the night starts."""
@@ -250,7 +251,8 @@ def _client(v: Validator, get: Any, backends: list[str]) -> tuple[str | None, di
         m = v.mapping(raw, cline, "client_config")
         config = {str(k): val for k, val in m.items()}
     try:
-        require_client(client, config)
+        for acks in acks_list:  # each cell's producer is built with its acks
+            require_client(client, config, acks)
     except ClientConfigError as e:
         raise v.err(cline if raw is not None else line, str(e)) from None
     return client, config

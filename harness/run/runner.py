@@ -133,7 +133,8 @@ class RunSession:
             try:  # a client not installed here (kcat), or a setting it refuses, is said
                 # before anything starts
                 require_client(scenario.workload["client"],
-                               scenario.workload.get("config") or {})
+                               scenario.workload.get("config") or {},
+                               scenario.workload.get("acks", "all"))
             except ClientConfigError as e:
                 raise UsageError(str(e)) from None
         backend = self.backend = make_backend(opts.backend, spec, opts.runs_dir / run_id,

@@ -53,12 +53,14 @@ def _client(client: str, what: str | None = None) -> ModuleType:
     return module
 
 
-def require_client(client: str, config: dict[str, Any] | None = None) -> None:
+def require_client(client: str, config: dict[str, Any] | None = None,
+                   acks: int | str = "all") -> None:
     """ClientConfigError when `client` is not installed here (kcat is a program on
     PATH; the Python clients are the package's dependencies) or refuses a setting
-    of `config`: the client's own check, made before anything starts. A producer
-    and a consumer are built as a run builds them, with no bootstrap (nothing is
-    dialled), and closed; their log lines go nowhere (client_logger)."""
+    of `config` with the workload's `acks` (librdkafka refuses transactional.id or
+    idempotence with acks 1): the client's own check, made before anything starts.
+    A producer and a consumer are built as a run builds them, with no bootstrap
+    (nothing is dialled), and closed; their log lines go nowhere (client_logger)."""
     if client == "kcat":
         require_kcat()
     if config is None:
@@ -68,7 +70,7 @@ def require_client(client: str, config: dict[str, Any] | None = None) -> None:
     if client == "kafka-python":
         kafka_python.settings_for(dict(config), "producer")  # a key neither role knows
         return
-    producer_driver(client, "", "all", 1000, 1000, dict(config)).close()
+    producer_driver(client, "", acks, 1000, 1000, dict(config)).close()
     consumer_driver(client, "", "t", 0, 0, dict(config), "isrlab-settings-check").close()
 
 
