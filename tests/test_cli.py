@@ -893,11 +893,15 @@ def test_client_settings_from_a_properties_file(tmp_path: Path) -> None:
     ("acks=all\nlinger.ms\n", "producer.properties:2: 'linger.ms' is not key=value"),
     ("sasl.jaas.config=a \\\n  b\n", "producer.properties:1: a line continued with \\ is "
                                        "not supported"),
+    (b"acks=all\nsasl.username=\xff\n",
+     "producer.properties:2: byte 0xff at offset 23 is not UTF-8"),
     (None, "producer.properties: No such file or directory")])
-def test_a_bad_properties_file_is_one_line_and_starts_nothing(tmp_path: Path, text: str | None,
-                                                             said: str) -> None:
+def test_a_bad_properties_file_is_one_line_and_starts_nothing(
+        tmp_path: Path, text: str | bytes | None, said: str) -> None:
     props = tmp_path / "producer.properties"
-    if text is not None:
+    if isinstance(text, bytes):
+        props.write_bytes(text)
+    elif text is not None:
         props.write_text(text)
     r = isrlab("reproduce", "kip101-hw-truncation-loss", "--protocol", "latest", "--client",
                "confluent-kafka", "--client-config", f"@{props}", "--runs-dir",

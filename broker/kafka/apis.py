@@ -45,6 +45,8 @@ API_VERSIONS, API_INIT_PRODUCER_ID, API_OFFSET_FOR_LEADER_EPOCH = 18, 22, 23
 _INT_VALUE = re.compile(rb"-?[0-9]{1,19}\Z")
 FETCH_MAX_RECORDS = 500  # the core's page; a consumer asks again for more
 CLUSTER_ID = "isrlab-reference-cluster"
+
+
 def topic_id(name: str) -> uuid.UUID:
     """KIP-516's topic id (2.8+). Kafka draws a random one when the topic is made;
     the model's topics are made by the run's config, so the id is derived from

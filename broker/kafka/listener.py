@@ -26,6 +26,7 @@ def kafka_listen_address(addr: str) -> str:
     host, port = parse_addr(addr)
     return f"{host}:{port + KAFKA_PORT_OFFSET}"
 
+
 log = logging.getLogger("broker.kafka")
 
 # socket.request.max.bytes's default (KafkaConfig, 0.10.2.0 to 4.x).

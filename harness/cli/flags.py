@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.sim_cluster import Network
 from checker.spark import DEFAULT_MASTER
-from contract import PROTOCOLS
+from contract import PROTOCOLS, utf8
 from contract.rundir import RunWriteError, require_writable
 from harness.backends import BACKENDS
 from harness.backends.hostsfile import load_hosts
@@ -396,13 +396,11 @@ def _setting(text: str, error: str, sep: str = "=") -> tuple[str, Any]:
 
 def _client_config_file(path: Path) -> list[tuple[str, Any]]:
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        lines = utf8.decode(path.read_bytes()).splitlines()
     except OSError as e:
         raise ValueError(f"{path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: byte 0x{path.read_bytes()[e.start]:02x} at offset "
-                         f"{e.start} is not UTF-8") from None
+    except utf8.NotUTF8 as e:
+        raise ValueError(f"{path}:{e.line}: {e}") from None
     out = []
     for n, line in enumerate(lines, 1):
         text = line.strip()

@@ -429,8 +429,8 @@ class StepRunner:
             if name == leader:
                 continue
             # The follower's own LEO is not enough: before its first fetch from this
-            # leader it may hold a diverging suffix of the same length (KIP-595's
-            # truncation on fetch). The leader counts a follower's LEO only from a
+            # leader it may hold a diverging suffix of the same length (KAFKA-10554,
+            # 2.8.0: truncation on fetch). The leader counts a follower's LEO only from a
             # fetch without a diverging epoch, so both must reach the leader's LEO.
             if p.get("role") != "follower" or p.get("leader") != leader \
                     or p.get("leo") != lp.get("leo") \

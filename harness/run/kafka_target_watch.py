@@ -46,9 +46,6 @@ class ExternalObserver(Observer):
     """No node answers isrlab's `status`; the controller's view of a partition is
     the metadata's leader (the broker id), or None if it names none now."""
 
-    def status(self, node: str) -> dict[str, Any] | None:
-        return None
-
     # What the final read reads through: the workload's client, up to the HW it
     # reports (isrlab sees neither the replicas' convergence nor their leaders).
     sees_replicas = False
@@ -56,6 +53,9 @@ class ExternalObserver(Observer):
     def __init__(self, backend: ExternalBackend, collector: EventsCollector) -> None:
         super().__init__(backend, collector)
         self.external = backend
+
+    def status(self, node: str) -> dict[str, Any] | None:
+        return None
 
     def partition(self, node: str, topic: str, partition: int) -> dict[str, Any] | None:
         b = self.external

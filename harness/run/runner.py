@@ -246,18 +246,16 @@ class RunSession:
             self.writes.check()
             runner.run(step)
 
-    def failed(self, e: BaseException) -> None:
+    def failed(self, e: Exception | KeyboardInterrupt) -> None:
         """What stopped the run, as the run's error."""
-        if isinstance(e, (HarnessError, RunWriteError)):
+        if isinstance(e, HarnessError | RunWriteError):  # Interrupted among them
             self.error = e
         elif isinstance(e, ClientConfigError):  # a setting the client refused: exit 2
             self.error = UsageError(str(e))
-        elif isinstance(e, (KeyboardInterrupt, Interrupted)):
+        elif isinstance(e, KeyboardInterrupt):
             self.error = Interrupted(str(e) or "interrupted by SIGINT; run incomplete")
-        elif isinstance(e, Exception):
-            self.error = _internal_error(e, self.run, self.writes)
         else:
-            raise e
+            self.error = _internal_error(e, self.run, self.writes)
 
     def close(self) -> None:
         """Replicas collected, the cluster torn down, run.json closed: always, and
